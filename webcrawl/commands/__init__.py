@@ -1,0 +1,1 @@
+"""webcrawl commands."""

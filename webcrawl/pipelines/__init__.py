@@ -1,0 +1,1 @@
+"""webcrawl pipelines."""

