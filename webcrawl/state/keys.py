@@ -1,0 +1,111 @@
+"""Every Redis key webcrawl uses, in one place.
+
+All keys of a crawl start with ``webcrawl:{<crawl>}:``. The crawl name is the spider's name unless
+``WEBCRAWL_CRAWL_NAME`` says otherwise; every process started with the same name and Redis works on
+the same crawl. The braces are a Redis Cluster hash tag: all of a crawl's keys live in one slot, so
+the Lua scripts that touch several of them stay atomic on a cluster too.
+
+Keys that are not per crawl start with ``webcrawl:`` and are shared by every crawl on the server
+(robots.txt answers and the exclusion list concern a host, not a crawl).
+
+| key | type | holds |
+| --- | --- | --- |
+| ``{c}:ready`` | zset | domain -> next-allowed fetch time, for domains with queued requests |
+| ``{c}:next`` | hash | domain -> next-allowed fetch time, kept while a domain's frontier is empty |
+| ``{c}:delay`` | hash | domain -> delay in seconds, when it differs from the default |
+| ``{c}:frontier:<domain>`` | zset | queued requests of one domain: score -priority, member ``<seq>|<json>`` |
+| ``{c}:queued`` | string | number of requests in all frontiers |
+| ``{c}:seq`` | string | counter that orders requests of equal priority first-in first-out |
+| ``{c}:leases`` | zset | lease id -> expiry time of a popped (in-flight) request |
+| ``{c}:leased`` | hash | lease id -> ``<domain>\\t<score>\\t<member>``: how to put it back |
+| ``{c}:seen`` | string | the seen-URL bloom filter's bitmap |
+| ``{c}:seen:meta`` | hash | capacity, error rate, slices and bits of that filter (checked at open) |
+| ``{c}:evicted`` | string | requests evicted from capped frontiers so far |
+| ``webcrawl:robots:<scheme://host:port>`` | hash | a parsed robots.txt answer, with expiry |
+| ``webcrawl:excluded`` | set | domains that asked to be left alone |
+| ``webcrawl:excluded:events`` | string | counter bumped on each change of the exclusion list |
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+GLOBAL_PREFIX = "webcrawl:"
+ROBOTS_PREFIX = "webcrawl:robots:"
+EXCLUDED = "webcrawl:excluded"
+EXCLUDED_EVENTS = "webcrawl:excluded:events"
+
+
+def validate_crawl_name(name: str) -> str:
+    """A crawl name is printable and has no braces (they delimit the cluster hash tag)."""
+    if not name or any(c in name for c in "{}") or not name.isprintable() or " " in name:
+        raise ValueError(
+            f"WEBCRAWL_CRAWL_NAME={name!r} is not a valid crawl name: use letters, digits, "
+            "'-', '_' or '.' (no spaces or braces)"
+        )
+    return name
+
+
+@dataclass(frozen=True)
+class CrawlKeys:
+    """Names of one crawl's keys (see the module docstring for what each holds)."""
+
+    crawl: str
+
+    @property
+    def prefix(self) -> str:
+        return f"{GLOBAL_PREFIX}{{{self.crawl}}}:"
+
+    @property
+    def pattern(self) -> str:
+        """A SCAN pattern matching every key of the crawl."""
+        escaped = self.prefix.replace("[", "\\[").replace("]", "\\]").replace("*", "\\*")
+        return escaped.replace("?", "\\?") + "*"
+
+    @property
+    def ready(self) -> str:
+        return self.prefix + "ready"
+
+    @property
+    def next(self) -> str:
+        return self.prefix + "next"
+
+    @property
+    def delay(self) -> str:
+        return self.prefix + "delay"
+
+    @property
+    def queued(self) -> str:
+        return self.prefix + "queued"
+
+    @property
+    def seq(self) -> str:
+        return self.prefix + "seq"
+
+    @property
+    def leases(self) -> str:
+        return self.prefix + "leases"
+
+    @property
+    def leased(self) -> str:
+        return self.prefix + "leased"
+
+    @property
+    def seen(self) -> str:
+        return self.prefix + "seen"
+
+    @property
+    def seen_meta(self) -> str:
+        return self.prefix + "seen:meta"
+
+    @property
+    def evicted(self) -> str:
+        return self.prefix + "evicted"
+
+    def frontier(self, domain: str) -> str:
+        return f"{self.prefix}frontier:{domain}"
+
+    @property
+    def frontier_prefix(self) -> str:
+        return f"{self.prefix}frontier:"
+
