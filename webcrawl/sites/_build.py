@@ -1,0 +1,240 @@
+"""Build a :class:`SiteConfig` from a parsed (and placeholder-expanded) TOML document.
+
+The key sets below are the file format: a key not listed is rejected. docs/sites.md documents the
+same fields; keep the two in step.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+from urllib.parse import urlsplit
+
+from webcrawl.sites import _checks as check
+from webcrawl.sites._reader import Table
+from webcrawl.sites.schema import (
+    BILLING_MODELS,
+    DEFAULT_DENIED_EXTENSIONS,
+    OBJECTIVES,
+    TIER_NAMES,
+    TRUST_MODES,
+    Budget,
+    FieldRule,
+    Limits,
+    ListingRule,
+    PageType,
+    Politeness,
+    Reserves,
+    SiteConfig,
+    Trust,
+    TrustRule,
+    host_in_domains,
+)
+
+ROOT_KEYS = ("name", "seeds", "allowed_domains", "sitemaps", "objective", "politeness", "budget",
+             "page_types", "limits", "allowed_private_networks", "trust", "cookies_enabled",
+             "spider")
+POLITENESS_KEYS = ("min_delay_seconds", "user_agent")
+BUDGET_KEYS = ("billing", "amount_per_cycle", "cycle_seconds", "reserve")
+RESERVE_KEYS = ("discovery", "reestimation", "verification")
+PAGE_TYPE_KEYS = ("name", "url_pattern", "tier", "fields", "volatile", "listing")
+FIELD_KEYS = ("css", "attr", "many")
+LISTING_KEYS = ("item", "link", "summary")
+LIMITS_KEYS = ("max_depth", "max_url_length", "parse_bytes", "max_download_bytes",
+               "frontier_cap", "denied_extensions", "denied_url_patterns")
+TRUST_KEYS = ("validators", "sitemaps", "hosts")
+HOST_TRUST_KEYS = ("validators", "sitemaps")
+
+_SITE_NAME = re.compile(r"[a-z0-9][a-z0-9_.-]{0,63}")
+_GIB = 1 << 30
+
+
+def build_site(data: dict[str, Any], source: str) -> SiteConfig:
+    """Validate ``data`` (one site file's document) into a :class:`SiteConfig`.
+
+    Raises :class:`SiteConfigError` at the first problem found.
+    """
+    t = Table(source, "", data, ROOT_KEYS)
+    name = t.text("name", "a site name of lower-case letters, digits, '.', '_' or '-' "
+                  "(at most 64, starting with a letter or digit)",
+                  check=lambda v: _SITE_NAME.fullmatch(v) is not None)
+    domains = t.items("allowed_domains", "host names", lambda p, v: check.host(t, p, v),
+                      non_empty=True)
+    seeds = t.items("seeds", "absolute http(s) URLs", lambda p, v: _in_scope(t, p, v, domains))
+    sitemaps = t.items("sitemaps", "absolute http(s) URLs",
+                       lambda p, v: _in_scope(t, p, v, domains))
+    if not seeds and not sitemaps:
+        raise t.error("seeds", [], "at least one seed URL (or a sitemap URL in 'sitemaps')")
+    spider = t.text("spider", "the dotted path of a Python spider class, e.g. "
+                    "'myproject.spiders.shop.ShopSpider'", None, check=check.dotted_path)
+    return SiteConfig(
+        name=name,
+        source=source,
+        seeds=seeds,
+        allowed_domains=domains,
+        sitemaps=sitemaps,
+        objective=t.choice("objective", OBJECTIVES, "freshness"),
+        politeness=_politeness(t.table("politeness", POLITENESS_KEYS)),
+        budget=_budget(t),
+        page_types=_page_types(t),
+        limits=_limits(t.table("limits", LIMITS_KEYS)),
+        allowed_private_networks=t.items("allowed_private_networks", "CIDR networks",
+                                         lambda p, v: check.network(t, p, v)),
+        trust=_trust(t.table("trust", TRUST_KEYS), domains),
+        cookies_enabled=t.flag("cookies_enabled", False),
+        spider=spider,
+    )
+
+
+def _in_scope(t: Table, path: str, value: Any, domains: tuple[str, ...]) -> str:
+    url = check.url(t, path, value)
+    hostname = urlsplit(url).hostname or ""
+    if not host_in_domains(hostname, domains):
+        raise t.error(path, value, f"a URL on one of the allowed_domains {list(domains)}")
+    return url
+
+
+def _politeness(t: Table) -> Politeness:
+    agent = t.text("user_agent", "a user agent that names a contact: an http(s) URL or an e-mail "
+                   "address, e.g. 'mybot/1.0 (+https://example.com/bot; bot@example.com)'",
+                   check=check.has_contact)
+    delay = t.number("min_delay_seconds", minimum=0, maximum=3600, default=1.0, unit="seconds")
+    return Politeness(user_agent=agent, min_delay_seconds=float(delay))
+
+
+def _budget(root: Table) -> Budget:
+    if not root.has("budget"):
+        raise root.error("budget", None, "a [budget] table with billing, amount_per_cycle and "
+                         "cycle_seconds", problem="missing")
+    t = root.table("budget", BUDGET_KEYS)
+    r = t.table("reserve", RESERVE_KEYS)
+    share = {"minimum": 0, "maximum": 1, "unit": "share of the cycle budget"}
+    reserves = Reserves(
+        discovery=r.number("discovery", default=Reserves.discovery, **share),
+        reestimation=r.number("reestimation", default=Reserves.reestimation, **share),
+        verification=r.number("verification", default=Reserves.verification, **share),
+    )
+    if reserves.total >= 1:
+        raise r.error(r.path, {k: getattr(reserves, k) for k in RESERVE_KEYS},
+                      "shares that sum to less than 1 (the rest pays for scored revisits)",
+                      problem=f"shares sum to {reserves.total:g}")
+    return Budget(
+        billing=t.choice("billing", BILLING_MODELS),
+        amount_per_cycle=t.number("amount_per_cycle", minimum=0, maximum=1e18,
+                                  exclusive_minimum=True, unit="bytes, credits or requests"),
+        cycle_seconds=t.number("cycle_seconds", minimum=1, maximum=366 * 86400, unit="seconds"),
+        reserves=reserves,
+    )
+
+
+def _page_types(root: Table) -> tuple[PageType, ...]:
+    page_types: list[PageType] = []
+    for t in root.tables("page_types", PAGE_TYPE_KEYS, non_empty=True):
+        name = check.name(t, t.at("name"), t.raw("name", "a page type name"))
+        if any(p.name == name for p in page_types):
+            raise t.error(t.at("name"), name, "a page type name not used before in this file")
+        fields = _fields(t.table("fields", None))
+        names = {f.name for f in fields}
+        volatile = t.items("volatile", "names from this page type's fields",
+                           lambda p, v: _known(t, p, v, names))
+        listing = None
+        if t.has("listing"):
+            lt = t.table("listing", LISTING_KEYS)
+            listing = ListingRule(
+                item=check.css(lt, lt.at("item"), lt.raw("item", "a CSS selector")),
+                link=_field(lt, "link", lt.data.get("link", "a"), default_attr="href"),
+                summary=_fields(lt.table("summary", None)),
+            )
+        page_types.append(PageType(
+            name=name,
+            url_pattern=check.regex(t, t.at("url_pattern"),
+                                    t.raw("url_pattern", "a Python regular expression")),
+            tier=_tier(t),
+            fields=fields,
+            volatile=frozenset(volatile),
+            listing=listing,
+        ))
+    return tuple(page_types)
+
+
+def _known(t: Table, path: str, value: Any, names: set[str]) -> str:
+    if not isinstance(value, str) or value not in names:
+        raise t.error(path, value, f"one of this page type's fields {sorted(names)}")
+    return str(value)
+
+
+def _tier(t: Table) -> int:
+    expected = "a tier 1 to 4 or one of " + ", ".join(repr(n) for n in TIER_NAMES)
+    value = t.raw("tier", expected, 2)
+    if isinstance(value, str) and value in TIER_NAMES:
+        return TIER_NAMES[value]
+    if isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 4:
+        return value
+    raise t.error(t.at("tier"), value, expected)
+
+
+def _fields(t: Table) -> tuple[FieldRule, ...]:
+    """A table of record fields: its keys are the user's field names."""
+    return tuple(_field(t, key, value) for key, value in t.data.items())
+
+
+def _field(parent: Table, key: str, value: Any, default_attr: str | None = None) -> FieldRule:
+    """``key = "css"`` (text) or ``key = {css = "...", attr = "...", many = true}``."""
+    path = parent.at(key)
+    check.name(parent, path, key)
+    if isinstance(value, str):
+        return FieldRule(key, check.css(parent, path, value), default_attr)
+    if not isinstance(value, dict):
+        raise parent.error(path, value, "a CSS selector string or a table {css = ..., attr = ...}")
+    t = Table(parent.source, path, value, FIELD_KEYS)
+    attr = t.raw("attr", "an attribute name", default_attr)
+    return FieldRule(
+        name=key,
+        css=check.css(t, t.at("css"), t.raw("css", "a CSS selector")),
+        attr=None if attr is None else check.attribute(t, t.at("attr"), attr),
+        many=t.flag("many", False),
+    )
+
+
+def _limits(t: Table) -> Limits:
+    d = Limits()
+    parse_bytes = t.number("parse_bytes", minimum=1024, maximum=_GIB, integer=True,
+                           default=d.parse_bytes, unit="bytes")
+    download = t.number("max_download_bytes", minimum=1024, maximum=16 * _GIB, integer=True,
+                        default=d.max_download_bytes, unit="bytes")
+    if parse_bytes > download:
+        raise t.error(t.at("parse_bytes"), parse_bytes,
+                      f"at most max_download_bytes ({download})")
+    return Limits(
+        max_depth=t.number("max_depth", minimum=0, maximum=1000, integer=True,
+                           default=d.max_depth, unit="link hops from a seed"),
+        max_url_length=t.number("max_url_length", minimum=16, maximum=65536, integer=True,
+                                default=d.max_url_length, unit="characters"),
+        parse_bytes=parse_bytes,
+        max_download_bytes=download,
+        frontier_cap=t.number("frontier_cap", minimum=1, maximum=10**9, integer=True,
+                              default=d.frontier_cap, unit="URLs per domain"),
+        denied_extensions=frozenset(t.items("denied_extensions", "file extensions",
+                                            lambda p, v: check.extension(t, p, v),
+                                            tuple(DEFAULT_DENIED_EXTENSIONS))),
+        denied_url_patterns=t.items("denied_url_patterns", "Python regular expressions",
+                                    lambda p, v: check.regex(t, p, v)),
+    )
+
+
+def _trust(t: Table, domains: tuple[str, ...]) -> Trust:
+    default = TrustRule(validators=t.choice("validators", TRUST_MODES, "learn"),
+                        sitemaps=t.choice("sitemaps", TRUST_MODES, "learn"))
+    hosts_table = t.table("hosts", None)
+    hosts = []
+    for key, value in hosts_table.data.items():
+        path = hosts_table.at(f'"{key}"' if "." in key else key)
+        name = check.host(t, path, key)
+        if not host_in_domains(name, domains):
+            raise t.error(path, key, f"a host inside the allowed_domains {list(domains)}")
+        h = Table(t.source, path, value, HOST_TRUST_KEYS)
+        hosts.append((name, TrustRule(validators=h.choice("validators", TRUST_MODES,
+                                                          default.validators),
+                                      sitemaps=h.choice("sitemaps", TRUST_MODES,
+                                                        default.sitemaps))))
+    return Trust(default=default, hosts=tuple(hosts))
