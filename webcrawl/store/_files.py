@@ -1,0 +1,56 @@
+"""File names in a store folder and the fsync helpers that make them durable.
+
+A store folder holds ``<id>.seg`` segments (ids count up from 0, zero-padded so a listing sorts),
+``<id>.idx`` indexes of sealed segments, and a ``LOCK`` file a writer holds.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+SEGMENT_SUFFIX = ".seg"
+INDEX_SUFFIX = ".idx"
+LOCK_NAME = "LOCK"
+
+
+def segment_path(folder: Path, segment: int) -> Path:
+    return folder / f"{segment:08d}{SEGMENT_SUFFIX}"
+
+
+def index_path(folder: Path, segment: int) -> Path:
+    return folder / f"{segment:08d}{INDEX_SUFFIX}"
+
+
+def segment_ids(folder: Path) -> list[int]:
+    """Ids of the segments in ``folder``, ascending; other files are ignored."""
+    if not folder.is_dir():
+        return []
+    ids = []
+    for entry in os.scandir(folder):
+        stem, dot, suffix = entry.name.partition(".")
+        if dot and "." + suffix == SEGMENT_SUFFIX and stem.isdigit():
+            ids.append(int(stem))
+    return sorted(ids)
+
+
+def fsync_dir(folder: Path) -> None:
+    """Make a file creation or rename in ``folder`` survive a power loss."""
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_atomically(path: Path, data: bytes, durable: bool) -> None:
+    """Replace ``path`` with ``data`` so a crash leaves the old file or the new one, never half."""
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as f:
+        f.write(data)
+        if durable:
+            f.flush()
+            os.fsync(f.fileno())
+    os.replace(tmp, path)
+    if durable:
+        fsync_dir(path.parent)
