@@ -1,0 +1,95 @@
+"""Resolve the links of one page against its base URL, straight to canonical form.
+
+``urljoin`` parses both URLs and rebuilds the result on every call. Here the base is parsed once
+per page, and each common reference form becomes an absolute URL by concatenation, which the
+canonicaliser then normalises (resolving dot segments, as RFC 3986's merge does):
+
+====================  ===============================
+``https://h/p``        taken as it is
+``//h/p``              base scheme + ``:`` + href
+``/p``                 base origin + href
+``?q``                 base origin + base path + href
+``p``, ``../p``        base origin + base directory + href
+``#f`` or empty        the base URL itself
+``mailto:``, ...       ``None`` (not http or https)
+====================  ===============================
+
+Anything else (whitespace or non-ASCII inside, backslashes, ``http:p`` without slashes) goes to
+``urllib.parse.urljoin`` before canonicalisation, so odd hrefs cost more but resolve as urljoin
+resolves them.
+"""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import urljoin
+
+from webcrawl.parse.canonical import Canonicalizer
+
+__all__ = ["Base"]
+
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*:")
+# Printable ASCII that needs no special treatment when glued onto a base URL.
+_PLAIN_HREF = re.compile(r"[!#-\[\]-~]*")
+_HTML_SPACE = " \t\n\r\f"
+_ORIGIN = re.compile(r"(https?)://([^/?#]*)([^?#]*)(?:\?([^#]*))?")
+
+
+class Base:
+    """The base URL of one page: ``<base href>`` resolved against the page URL, canonical.
+
+    ``url`` is the canonical base; ``join(href)`` gives the canonical absolute URL of a link, or
+    ``None`` when it is not an http(s) URL or cannot be parsed.
+    """
+
+    __slots__ = ("canon", "url", "_scheme", "_origin", "_path", "_dir")
+
+    def __init__(self, canon: Canonicalizer, page_url: str, base_href: str | None = None) -> None:
+        self.canon = canon
+        base = page_url
+        if base_href is not None and base_href.strip(_HTML_SPACE):
+            try:
+                base = urljoin(page_url, base_href.strip(_HTML_SPACE))
+            except ValueError:
+                base = page_url
+        url = canon.canonical(base)
+        if url is None and base is not page_url:
+            url = canon.canonical(page_url)  # an unusable <base href> is ignored, as browsers do
+        if url is None:
+            raise ValueError(f"page URL {page_url!r} is not an absolute http(s) URL")
+        self.url = url
+        m = _ORIGIN.match(url)
+        assert m is not None  # canonical URLs always match
+        self._scheme = m[1]
+        self._origin = f"{m[1]}://{m[2]}"
+        self._path = m[3]
+        self._dir = m[3][: m[3].rfind("/") + 1]
+
+    def join(self, href: str) -> str | None:
+        href = href.strip(_HTML_SPACE)
+        if not href or href[0] == "#":
+            return self.url
+        if not _PLAIN_HREF.fullmatch(href):
+            try:
+                return self.canon.canonical(urljoin(self.url, href))
+            except ValueError:
+                return None
+        first = href[0]
+        if first == "/":
+            if href[1:2] == "/":
+                return self.canon.canonical(f"{self._scheme}:{href}")
+            return self.canon.canonical(self._origin + href)
+        if first == "?":
+            return self.canon.canonical(self._origin + self._path + href)
+        m = _SCHEME.match(href)
+        if m is None:
+            return self.canon.canonical(self._origin + self._dir + href)
+        scheme = m.group().lower()
+        if scheme in ("http:", "https:"):
+            if href[len(scheme) : len(scheme) + 2] == "//":
+                return self.canon.canonical(href)
+            try:
+                return self.canon.canonical(urljoin(self.url, href))
+            except ValueError:
+                return None
+        return None

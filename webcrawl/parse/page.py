@@ -1,0 +1,111 @@
+"""One page in, plain results out: the entry point of the parsing layer.
+
+``PageParser(rules).parse(body, url, depth=..., encoding=...)`` truncates and decodes the body,
+parses it once with selectolax's Lexbor parser, and extracts the links, the page type's record
+and its listing items. It never raises for any body; the outcome and every oddity are in the
+result's ``kind`` and ``counts``.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from selectolax.lexbor import LexborHTMLParser
+
+from webcrawl.parse.canonical import Canonicalizer
+from webcrawl.parse.decode import prepare_body
+from webcrawl.parse.join import Base
+from webcrawl.parse.links import LinkFilter, extract_links
+from webcrawl.parse.listing import ListingItem, extract_listing
+from webcrawl.parse.record import extract_fields
+from webcrawl.parse.rules import ParseRules
+
+__all__ = ["PageParser", "ParseResult"]
+
+
+@dataclass(frozen=True)
+class ParseResult:
+    """What one page yielded.
+
+    ``kind``: ``html`` (parsed), ``empty``, ``pdf``, ``binary`` (not parsed), ``badurl`` (the
+    page URL is not an absolute http(s) URL), ``unparsable`` (the parser failed).
+    ``url``: the canonical page URL (the given URL for ``badurl``). ``page_type``: the first
+    matching page type's name or ``None``; ``record`` its fields (``None`` without a page type
+    or when not parsed); ``volatile`` its volatile field names. ``counts``: counters for the
+    caller's stats, keys as in ``links``, ``listing`` and ``pages/<kind>``, ``truncated``,
+    ``encoding/replaced`` (bad byte sequences), ``encoding/broken`` (pages with any),
+    ``encoding/guessed``.
+    """
+
+    url: str
+    kind: str
+    page_type: str | None = None
+    links: tuple[str, ...] = ()
+    record: dict[str, Any] | None = None
+    volatile: frozenset[str] = frozenset()
+    listing: tuple[ListingItem, ...] = ()
+    counts: dict[str, int] = field(default_factory=dict)
+    encoding: str = "utf-8"
+    truncated: bool = False
+
+    def stable_record(self) -> dict[str, Any] | None:
+        """The record without its volatile fields: what a change test should hash."""
+        if self.record is None:
+            return None
+        return {k: v for k, v in self.record.items() if k not in self.volatile}
+
+
+class PageParser:
+    """Parses the pages of one site with one ``ParseRules``. Holds memo tables (canonical URLs,
+    link verdicts) shared by the pages it parses: build one per site and process, reuse it."""
+
+    def __init__(self, rules: ParseRules, canonicalizer: Canonicalizer | None = None) -> None:
+        self.rules = rules
+        self.canonicalizer = canonicalizer or Canonicalizer(rules.links.session_params)
+        self.link_filter = LinkFilter(rules.links)
+
+    def parse(self, body: bytes, url: str, *, depth: int = 0, encoding: str | None = None) -> ParseResult:
+        """Parse ``body`` fetched from ``url`` at crawl depth ``depth``; ``encoding`` is the
+        Content-Type header's charset, if any."""
+        counts: Counter[str] = Counter()
+        counts["pages"] = 1
+        canonical = self.canonicalizer.canonical(url)
+        if canonical is None:
+            counts["pages/badurl"] = 1
+            return ParseResult(url, "badurl", counts=dict(counts))
+        prepared = prepare_body(body, self.rules.max_body_bytes, encoding)
+        counts["pages/" + prepared.kind] = 1
+        if prepared.truncated:
+            counts["truncated"] = 1
+        if prepared.replaced:
+            counts["encoding/replaced"] = prepared.replaced
+            counts["encoding/broken"] = 1
+        if prepared.guessed:
+            counts["encoding/guessed"] = 1
+        page_type = self.rules.page_type(canonical)
+        name = page_type.name if page_type is not None else None
+        volatile = page_type.volatile if page_type is not None else frozenset()
+        if prepared.kind != "html":
+            return ParseResult(canonical, prepared.kind, name, volatile=volatile, counts=dict(counts),
+                               encoding=prepared.encoding, truncated=prepared.truncated)
+        try:
+            tree = LexborHTMLParser(prepared.data)
+        except Exception:  # noqa: BLE001 - a parser failure is one page's problem, counted
+            counts["pages/unparsable"] = 1
+            del counts["pages/html"]
+            return ParseResult(canonical, "unparsable", name, counts=dict(counts), encoding=prepared.encoding)
+        base_node = tree.css_first("base[href]")
+        base = Base(self.canonicalizer, canonical, base_node.attrs.get("href") if base_node is not None else None)
+        links = extract_links(tree, base, canonical, self.link_filter, depth, counts)
+        record = None
+        listing: list[ListingItem] = []
+        if page_type is not None:
+            record = extract_fields(tree, page_type.fields, base)
+            if page_type.listing is not None:
+                listing = extract_listing(tree, page_type.listing, base, self.link_filter, counts)
+        return ParseResult(
+            canonical, "html", name, tuple(links), record, volatile, tuple(listing),
+            dict(counts), prepared.encoding, prepared.truncated,
+        )

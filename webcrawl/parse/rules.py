@@ -1,0 +1,226 @@
+"""The typed rules the parsing layer takes: links, traps, record fields, listings, page types.
+
+Every rule object is a frozen dataclass validated in ``__post_init__``: a bad value raises
+``ValueError`` naming the field, the value and what was expected, so the site-file loader can
+build these once at start-up and stop the crawl before its first request.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from selectolax.lexbor import LexborHTMLParser, SelectolaxError
+
+__all__ = [
+    "DEFAULT_SESSION_PARAMS",
+    "IGNORED_EXTENSIONS",
+    "FieldRule",
+    "LinkRules",
+    "ListingRule",
+    "PageType",
+    "ParseRules",
+    "TrapRules",
+]
+
+# Scrapy's scrapy.linkextractors.IGNORED_EXTENSIONS, copied so that the parsing layer does not
+# import Scrapy. Compared, lower-cased, with the text after the last dot of the last path segment.
+IGNORED_EXTENSIONS: frozenset[str] = frozenset(
+    """7z 7zip bz2 rar tar tar.gz xz zip mng pct bmp gif jpg jpeg png pst psp tif tiff ai drw dxf
+    eps ps svg cdr ico webp mp3 wma ogg wav ra aac mid au aiff 3gp asf asx avi mov mp4 mpg qt rm
+    swf wmv m4a m4v flv webm xls xlsm xlsx xltm xltx potm potx ppt pptm pptx pps doc docb docm
+    docx dotm dotx odt ods odg odp css pdf exe bin rss dmg iso apk jar sh rb js hta bat cpl msi
+    msp py gz""".split()
+)
+
+# Query parameters (and ``;name=`` path parameters) that carry a session and never name content.
+# Compared lower-cased; ``aspsessionid`` also matches its random suffix (ASPSESSIONIDQASDQSCR).
+DEFAULT_SESSION_PARAMS: frozenset[str] = frozenset(
+    "sid sessionid session_id sessid jsessionid phpsessid aspsessionid cfid cftoken oscsid zenid"
+    .split()
+)
+
+_ATTR_SPEC = re.compile(r"^(?P<css>.*?)::attr\((?P<attr>[^()\s]+)\)$", re.S)
+_TEXT_SPEC = re.compile(r"^(?P<css>.*?)::text$", re.S)
+
+
+def _compile(name: str, pattern: str) -> re.Pattern[str]:
+    try:
+        return re.compile(pattern)
+    except re.error as exc:
+        raise ValueError(f"{name}: {pattern!r} is not a valid regular expression ({exc})") from None
+
+
+_PROBE = LexborHTMLParser("<p></p>")
+
+
+def _check_css(where: str, css: str) -> None:
+    """Refuse a selector that selectolax cannot parse now, not on the first page."""
+    if not css.strip():
+        raise ValueError(f"{where}: css {css!r} is empty; expected a CSS selector")
+    try:
+        _PROBE.css(css)
+    except SelectolaxError:
+        raise ValueError(f"{where}: css {css!r} is not a CSS selector selectolax can parse") from None
+
+
+@dataclass(frozen=True)
+class FieldRule:
+    """One record field: the first element matching ``css`` gives its whitespace-normalised text,
+    or the stripped value of attribute ``attr``; ``many=True`` gives the list over all matches.
+
+    Attributes named ``href`` or ``src`` are returned as absolute canonical URLs (session
+    parameters stripped) so that a record's hash does not change with a session token.
+    """
+
+    name: str
+    css: str
+    attr: str | None = None
+    many: bool = False
+
+    def __post_init__(self) -> None:
+        if not self.name:
+            raise ValueError(f"field name: {self.name!r} is empty; expected a non-empty name")
+        _check_css(f"field {self.name!r}", self.css)
+
+    @classmethod
+    def parse(cls, name: str, spec: str, *, many: bool = False) -> FieldRule:
+        """``"h1.title"`` or ``"h1::text"`` takes text; ``"img.main::attr(src)"`` takes an attribute."""
+        if m := _ATTR_SPEC.match(spec):
+            return cls(name, m["css"].strip(), m["attr"], many)
+        if m := _TEXT_SPEC.match(spec):
+            return cls(name, m["css"].strip(), None, many)
+        return cls(name, spec.strip(), None, many)
+
+
+@dataclass(frozen=True)
+class ListingRule:
+    """A listing page: each ``item`` element holds a link (``link``, an element with ``href``,
+    searched inside the item; the item itself when it is the link) and summary fields, searched
+    inside the item. The caller fetches an item only when its summary changed."""
+
+    item: str
+    link: str = "a[href]"
+    summary: tuple[FieldRule, ...] = ()
+
+    def __post_init__(self) -> None:
+        _check_css("listing item", self.item)
+        _check_css("listing link", self.link)
+
+
+@dataclass(frozen=True)
+class PageType:
+    """A kind of page, matched by ``re.search(url_pattern, url)`` on the canonical page URL.
+
+    ``volatile`` names fields that change on every load (timestamps, counters): they are still
+    extracted, and excluded from the record hash by the caller (see ``ParseResult.stable_record``).
+    """
+
+    name: str
+    url_pattern: str
+    fields: tuple[FieldRule, ...] = ()
+    volatile: frozenset[str] = frozenset()
+    listing: ListingRule | None = None
+    regex: re.Pattern[str] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "regex", _compile(f"page type {self.name!r} url_pattern", self.url_pattern))
+        names = [f.name for f in self.fields]
+        if len(set(names)) != len(names):
+            raise ValueError(f"page type {self.name!r}: fields {names!r} repeat a name; expected unique names")
+        unknown = set(self.volatile) - set(names)
+        if unknown:
+            raise ValueError(
+                f"page type {self.name!r}: volatile {sorted(unknown)!r} are not fields; expected some of {names!r}"
+            )
+
+
+@dataclass(frozen=True)
+class TrapRules:
+    """Links that lead into endless URL spaces.
+
+    - ``max_segment_repeats``: a path segment occurring more often than this (``/a/b/a/b/a/b``).
+    - ``max_path_segments``: more path segments than this.
+    - calendars: a year (a 4-digit path segment, or the year of a ``YYYY-MM[-DD]`` token in the
+      path or in a query value) outside ``[current_year - years_back, current_year + years_ahead]``;
+      a date token in a path segment deeper than ``max_date_depth``; two date tokens in one URL;
+      a query key in ``calendar_params`` (``month=...``) whose URL's year lies further than
+      ``calendar_window_years`` from now, or that carries no year at all.
+    ``current_year`` ``None`` means the year at which the extractor is built (the caller injects
+    its clock's year for tests and simulations).
+    """
+
+    max_segment_repeats: int = 2
+    max_path_segments: int = 20
+    years_back: int = 30
+    years_ahead: int = 2
+    max_date_depth: int = 4
+    calendar_params: frozenset[str] = frozenset(("month", "year", "day", "date", "week", "cal", "calendar"))
+    calendar_window_years: int = 1
+    current_year: int | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("max_segment_repeats", "max_path_segments", "years_back", "years_ahead", "max_date_depth"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"traps {name}: {value!r}; expected an integer >= 1")
+
+
+@dataclass(frozen=True)
+class LinkRules:
+    """Which extracted links are kept. Each dropped link is counted by its first failing reason,
+    in this order: ``scheme``, ``depth``, ``length``, ``scope``, ``extension``, ``pattern``, ``trap``.
+
+    ``allowed_domains`` empty means every host; otherwise a host matches a domain or any of its
+    subdomains. ``max_depth`` ``None`` means unlimited; links from a page at depth ``d`` have
+    depth ``d + 1`` and are dropped when that exceeds ``max_depth``.
+    """
+
+    allowed_domains: tuple[str, ...] = ()
+    denied_extensions: frozenset[str] = IGNORED_EXTENSIONS
+    max_url_length: int = 2083
+    denied_patterns: tuple[str, ...] = ()
+    max_depth: int | None = None
+    session_params: frozenset[str] = DEFAULT_SESSION_PARAMS
+    traps: TrapRules = TrapRules()
+    denied_regex: re.Pattern[str] | None = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.max_url_length < 16:
+            raise ValueError(f"links max_url_length: {self.max_url_length!r}; expected at least 16")
+        if self.max_depth is not None and self.max_depth < 0:
+            raise ValueError(f"links max_depth: {self.max_depth!r}; expected None or >= 0")
+        domains = tuple(d.strip().lower().strip(".") for d in self.allowed_domains)
+        if any(not d or "/" in d for d in domains):
+            raise ValueError(f"links allowed_domains: {self.allowed_domains!r}; expected bare host names")
+        object.__setattr__(self, "allowed_domains", domains)
+        object.__setattr__(self, "denied_extensions", frozenset(e.lower().lstrip(".") for e in self.denied_extensions))
+        object.__setattr__(self, "session_params", frozenset(p.lower() for p in self.session_params))
+        for pattern in self.denied_patterns:
+            _compile("links denied_patterns", pattern)
+        joined = "|".join(f"(?:{p})" for p in self.denied_patterns)
+        object.__setattr__(self, "denied_regex", re.compile(joined) if joined else None)
+
+
+@dataclass(frozen=True)
+class ParseRules:
+    """Everything one site's pages are parsed with. ``max_body_bytes`` cuts the body before any
+    other work (at a UTF-8 character boundary); page types are tried in order, first match wins."""
+
+    links: LinkRules = LinkRules()
+    page_types: tuple[PageType, ...] = ()
+    max_body_bytes: int = 512 * 1024
+
+    def __post_init__(self) -> None:
+        if self.max_body_bytes < 1024:
+            raise ValueError(f"max_body_bytes: {self.max_body_bytes!r}; expected at least 1024")
+        names = [p.name for p in self.page_types]
+        if len(set(names)) != len(names):
+            raise ValueError(f"page_types: {names!r} repeat a name; expected unique names")
+
+    def page_type(self, url: str) -> PageType | None:
+        """The first page type whose pattern matches ``url``, or ``None``."""
+        for page_type in self.page_types:
+            if page_type.regex.search(url):
+                return page_type
+        return None
