@@ -1,0 +1,255 @@
+"""Downloader middleware obeying robots.txt per RFC 9309; replaces Scrapy's RobotsTxtMiddleware.
+
+Scrapy's middleware fails open (a robots.txt that cannot be fetched allows everything) and keeps
+its answers for the life of the process. This one:
+
+- looks the request's origin (``scheme://host:port``) up in the shared :class:`RobotsCache`
+  (in-process LRU, then Redis); on a miss it fetches ``/robots.txt`` once per origin per process,
+  however many requests wait for it, and stores the answer for every process;
+- fetches through the crawl: the robots request goes through ``engine.download_async`` and so
+  through every downloader middleware (the SSRF guard, cost accounting, redirects: at least 5 and at
+  most 10 followed) and the downloader's slot for the domain; it carries
+  ``meta["webcrawl_purpose"] = "robots"``. Because that path bypasses the scheduler, the requests
+  that waited for the answer then wait one more politeness interval (``pause_seconds``, raised to
+  the file's Crawl-delay) so that the robots fetch uses up a slot of the domain like any request;
+- applies RFC 9309's status rules (:func:`verdict_for_response`): 4xx allows all, 5xx / 429 /
+  network errors disallow all until ``error_ttl`` seconds have passed, then it fetches again;
+- reports a Crawl-delay through :meth:`on_crawl_delay` (capped by ``max_crawl_delay``).
+
+Stats: ``robotstxt/request_count``, ``robotstxt/response_count``,
+``robotstxt/response_status_count/{status}``, ``robotstxt/exception_count/{exception}``,
+``robotstxt/forbidden``, ``robotstxt/cache/hit``, ``robotstxt/cache/miss``.
+Requests with ``meta["dont_obey_robotstxt"]`` are not checked.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from scrapy.exceptions import IgnoreRequest, NotConfigured
+from scrapy.http import Request
+from scrapy.http.request import NO_CALLBACK
+from scrapy.utils.asyncio import call_later
+from scrapy.utils.defer import maybe_deferred_to_future
+from scrapy.utils.httpobj import urlparse_cached
+from twisted.internet.defer import Deferred
+
+from webcrawl.robots.cache import RobotsCache
+from webcrawl.robots.policy import (
+    MAX_CACHE_SECONDS,
+    MIN_PARSE_BYTES,
+    RobotsPolicy,
+    Verdict,
+    product_token,
+    verdict_for_error,
+    verdict_for_response,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable
+
+    from scrapy.crawler import Crawler
+    from scrapy.http import Response
+    from scrapy.statscollectors import StatsCollector
+    from typing import Self
+
+logger = logging.getLogger(__name__)
+
+DelaySetter = Callable[[str, float], None]
+Downloader = Callable[[Request], "Awaitable[Response]"]
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def origin_of(request: Request) -> str | None:
+    """``scheme://host:port`` of an http(s) request (host lower-cased), else None."""
+    parts = urlparse_cached(request)
+    if parts.scheme not in _DEFAULT_PORTS or not parts.hostname:
+        return None
+    try:
+        port = parts.port or _DEFAULT_PORTS[parts.scheme]
+    except ValueError:
+        return None
+    host = parts.hostname.lower()
+    host = f"[{host}]" if ":" in host else host
+    return f"{parts.scheme}://{host}:{port}"
+
+
+class RobotsMiddleware:
+    """Refuse (``IgnoreRequest``) requests that robots.txt disallows; see the module docstring."""
+
+    def __init__(self, cache: RobotsCache, stats: StatsCollector, *, user_agent: str | None,
+                 default_user_agent: str, ttl: float = MAX_CACHE_SECONDS,
+                 error_ttl: float = 300.0, max_bytes: int = MIN_PARSE_BYTES,
+                 max_redirects: int = 5, max_crawl_delay: float = 60.0,
+                 pause_seconds: float = 0.0, delay_setter: DelaySetter | None = None,
+                 download: Downloader | None = None) -> None:
+        if not 5 <= max_redirects <= 10:
+            raise ValueError(f"WEBCRAWL_ROBOTS_MAX_REDIRECTS={max_redirects!r}: expected 5 to 10 "
+                             "(RFC 9309 asks for at least five)")
+        if max_bytes < MIN_PARSE_BYTES:
+            raise ValueError(f"WEBCRAWL_ROBOTS_MAX_BYTES={max_bytes!r}: expected at least "
+                             f"{MIN_PARSE_BYTES} (RFC 9309 asks for at least 500 KiB)")
+        if not 0 < error_ttl <= ttl <= MAX_CACHE_SECONDS:
+            raise ValueError(f"WEBCRAWL_ROBOTS_ERROR_CACHE_SECONDS={error_ttl!r} and "
+                             f"WEBCRAWL_ROBOTS_CACHE_SECONDS={ttl!r}: expected "
+                             f"0 < error <= cache <= {MAX_CACHE_SECONDS:.0f}")
+        self.cache = cache
+        self.stats = stats
+        self.user_agent = user_agent
+        self.default_user_agent = default_user_agent
+        self.ttl = ttl
+        self.error_ttl = error_ttl
+        self.max_bytes = max_bytes
+        self.max_redirects = max_redirects
+        self.max_crawl_delay = max_crawl_delay
+        self.pause_seconds = pause_seconds
+        self.delay_setter = delay_setter
+        self.download = download
+        self._pending: dict[str, Deferred[RobotsPolicy]] = {}
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> Self:
+        settings = crawler.settings
+        if not settings.getbool("WEBCRAWL_ROBOTS_ENABLED", True):
+            raise NotConfigured("robots.txt is not obeyed: set WEBCRAWL_ROBOTS_ENABLED = True")
+        if settings.getbool("ROBOTSTXT_OBEY"):
+            raise ValueError("ROBOTSTXT_OBEY=True turns on Scrapy's RobotsTxtMiddleware next to "
+                             "webcrawl's: set ROBOTSTXT_OBEY = False")
+        from webcrawl.state.connection import redis_for  # the crawl's shared client
+
+        client = redis_for(crawler, settings.get("WEBCRAWL_REDIS_URL") or None,
+                           Path(settings.get("WEBCRAWL_DATA_DIR") or ".webcrawl"))
+        cache = RobotsCache(client, lru_size=settings.getint("WEBCRAWL_ROBOTS_LRU_SIZE", 1024),
+                            lru_seconds=settings.getfloat("WEBCRAWL_ROBOTS_LRU_SECONDS", 300.0))
+
+        def engine_download(request: Request) -> Awaitable[Response]:
+            assert crawler.engine is not None
+            return crawler.engine.download_async(request)
+
+        return cls(
+            cache, crawler.stats,
+            user_agent=settings.get("WEBCRAWL_ROBOTS_USER_AGENT") or None,
+            default_user_agent=settings.get("USER_AGENT") or "",
+            ttl=settings.getfloat("WEBCRAWL_ROBOTS_CACHE_SECONDS", MAX_CACHE_SECONDS),
+            error_ttl=settings.getfloat("WEBCRAWL_ROBOTS_ERROR_CACHE_SECONDS", 300.0),
+            max_bytes=settings.getint("WEBCRAWL_ROBOTS_MAX_BYTES", MIN_PARSE_BYTES),
+            max_redirects=settings.getint("WEBCRAWL_ROBOTS_MAX_REDIRECTS", 5),
+            max_crawl_delay=settings.getfloat("WEBCRAWL_ROBOTS_MAX_CRAWL_DELAY_SECONDS", 60.0),
+            pause_seconds=settings.getfloat("WEBCRAWL_ROBOTS_PAUSE_SECONDS",
+                                            settings.getfloat("DOWNLOAD_DELAY", 0.0)),
+            download=engine_download,
+        )
+
+    def token_for(self, request: Request) -> str:
+        """The product token matched against robots.txt groups for this request."""
+        if self.user_agent:
+            return product_token(self.user_agent)
+        header = request.headers.get(b"User-Agent")
+        return product_token(header.decode("latin-1") if header else self.default_user_agent)
+
+    async def process_request(self, request: Request) -> None:
+        if request.meta.get("dont_obey_robotstxt"):
+            return
+        origin = origin_of(request)
+        if origin is None:
+            return
+        policy = self.cache.get(origin)
+        if policy is None:
+            self.stats.inc_value("robotstxt/cache/miss")
+            policy = await self._policy_for(origin, request)
+        else:
+            self.stats.inc_value("robotstxt/cache/hit")
+        if not policy.allowed(request.url, self.token_for(request)):
+            logger.debug("Forbidden by robots.txt: %(request)s", {"request": request})
+            self.stats.inc_value("robotstxt/forbidden")
+            raise IgnoreRequest("Forbidden by robots.txt")
+
+    async def _policy_for(self, origin: str, request: Request) -> RobotsPolicy:
+        """Wait for the origin's answer, fetching it unless another request already is."""
+        pending = self._pending.get(origin)
+        if pending is not None:
+            return await maybe_deferred_to_future(_follow(pending))
+        pending = self._pending[origin] = Deferred()
+        try:
+            # Another process may have fetched it meanwhile (the LRU missed, Redis may not).
+            policy = self.cache.get(origin)
+            if policy is None:
+                verdict = await self._fetch(origin)
+                self.cache.put(origin, verdict)
+                policy = verdict.policy
+                delay = self._report_crawl_delay(origin, policy, request)
+                await _sleep(max(self.pause_seconds, delay))
+            else:
+                self._report_crawl_delay(origin, policy, request)
+        except BaseException:
+            policy = RobotsPolicy.disallow_all()
+            raise
+        finally:
+            del self._pending[origin]
+            pending.callback(policy)
+        return policy
+
+    async def _fetch(self, origin: str) -> Verdict:
+        if self.download is None:
+            raise RuntimeError("RobotsMiddleware has no downloader: build it with from_crawler")
+        robots_request = Request(
+            f"{origin}/robots.txt",
+            priority=1000,
+            callback=NO_CALLBACK,
+            dont_filter=True,
+            meta={
+                "dont_obey_robotstxt": True,
+                "webcrawl_purpose": "robots",
+                "redirect_ttl": self.max_redirects,
+                "dont_retry": True,  # a failure is cached for error_ttl, then fetched again
+            },
+        )
+        self.stats.inc_value("robotstxt/request_count")
+        try:
+            response = await self.download(robots_request)
+        except Exception as exc:  # every failure means "unreachable": disallow for a while
+            self.stats.inc_value(f"robotstxt/exception_count/{type(exc).__name__}")
+            logger.debug("robots.txt of %s unreachable: %r", origin, exc)
+            return verdict_for_error(error_ttl=self.error_ttl)
+        self.stats.inc_value("robotstxt/response_count")
+        self.stats.inc_value(f"robotstxt/response_status_count/{response.status}")
+        return verdict_for_response(response.status, response.body, ttl=self.ttl,
+                                    error_ttl=self.error_ttl, max_bytes=self.max_bytes)
+
+    def _report_crawl_delay(self, origin: str, policy: RobotsPolicy, request: Request) -> float:
+        delay = policy.crawl_delay(self.token_for(request))
+        if delay is None or delay <= 0:
+            return 0.0
+        delay = min(delay, self.max_crawl_delay)
+        host = urlparse_cached(request).hostname or origin
+        self.on_crawl_delay(host.lower(), delay)
+        return delay
+
+    def on_crawl_delay(self, domain: str, seconds: float) -> None:
+        """robots.txt asks ``domain`` (lower-case host, no port) to be fetched at most once per
+        ``seconds`` (already capped). Calls the delay setter, if one was given."""
+        if self.delay_setter is not None:
+            self.delay_setter(domain, seconds)
+
+
+def _follow(pending: Deferred[RobotsPolicy]) -> Deferred[RobotsPolicy]:
+    """A Deferred firing with ``pending``'s result, leaving ``pending`` itself untouched."""
+    follower: Deferred[RobotsPolicy] = Deferred()
+
+    def relay(result: Any) -> Any:
+        follower.callback(result)
+        return result
+
+    pending.addCallback(relay)
+    return follower
+
+
+async def _sleep(seconds: float) -> None:
+    if seconds <= 0:
+        return
+    done: Deferred[None] = Deferred()
+    call_later(seconds, done.callback, None)
+    await maybe_deferred_to_future(done)

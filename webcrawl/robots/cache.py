@@ -1,0 +1,130 @@
+"""robots.txt answers shared by every process through Redis, with a small in-process LRU in front.
+
+One Redis hash per origin, ``webcrawl:robots:<scheme://host:port>`` (see
+:mod:`webcrawl.state.keys`), with the fields:
+
+| field | holds |
+| --- | --- |
+| ``kind`` | ``rules``, ``allow_all`` or ``disallow_all`` |
+| ``rules`` | the canonical robots.txt text (:func:`webcrawl.robots._normalise.canonical_rules`) |
+| ``status`` | the HTTP status of the fetch, empty after a network error |
+| ``fetched`` | when it was fetched (seconds since the epoch, by the injected clock) |
+| ``expires`` | when it stops being valid (same clock); never more than 24 h after ``fetched`` |
+
+Contract: :meth:`RobotsCache.get` never returns an answer past its ``expires``: the Redis hash also
+carries a Redis expiry (so dead origins do not pile up), and each LRU entry expires no later than
+the Redis answer it copies, and at most ``lru_seconds`` after it was read, so a refresh by another
+process is seen within that time. The Redis round trip happens only on an LRU miss: once per origin
+per ``lru_seconds`` per process.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import OrderedDict
+from typing import TYPE_CHECKING
+
+from webcrawl.clock import Clock, SystemClock
+from webcrawl.robots.policy import MAX_CACHE_SECONDS, Kind, RobotsPolicy, Verdict
+from webcrawl.state.keys import ROBOTS_PREFIX
+
+if TYPE_CHECKING:
+    import redis
+
+
+def robots_key(origin: str) -> str:
+    """Redis key of an origin's answer (``origin`` is ``scheme://host:port``)."""
+    return ROBOTS_PREFIX + origin
+
+
+class RobotsCache:
+    """Get and put robots.txt answers by origin.
+
+    ``redis_client`` may be None (tests, or a crawl without shared state): only the LRU is used.
+    """
+
+    def __init__(self, redis_client: redis.Redis | None, *, lru_size: int = 1024,
+                 lru_seconds: float = 300.0, clock: Clock | None = None) -> None:
+        if lru_size < 0 or lru_seconds < 0:
+            raise ValueError(f"lru_size={lru_size!r} and lru_seconds={lru_seconds!r} must be >= 0")
+        self.redis = redis_client
+        self.lru_size = lru_size
+        self.lru_seconds = lru_seconds
+        self.clock: Clock = clock or SystemClock()
+        self._lru: OrderedDict[str, tuple[RobotsPolicy, float]] = OrderedDict()
+        self.lru_hits = 0
+        self.redis_hits = 0
+        self.misses = 0
+
+    def get(self, origin: str) -> RobotsPolicy | None:
+        """The origin's answer if one is cached and not expired, else None."""
+        now = self.clock.time()
+        entry = self._lru.get(origin)
+        if entry is not None:
+            policy, expires = entry
+            if now < expires:
+                self._lru.move_to_end(origin)
+                self.lru_hits += 1
+                return policy
+            del self._lru[origin]
+        if self.redis is not None:
+            found = self._get_redis(origin, now)
+            if found is not None:
+                policy, expires = found
+                self._remember(origin, policy, min(expires, now + self.lru_seconds))
+                self.redis_hits += 1
+                return policy
+        self.misses += 1
+        return None
+
+    def put(self, origin: str, verdict: Verdict) -> None:
+        """Store a fresh answer, valid for ``verdict.ttl`` seconds (capped at 24 h)."""
+        now = self.clock.time()
+        ttl = max(0.0, min(verdict.ttl, MAX_CACHE_SECONDS))
+        expires = now + ttl
+        if self.redis is not None and ttl > 0:
+            key = robots_key(origin)
+            pipe = self.redis.pipeline(transaction=True)
+            pipe.delete(key)
+            pipe.hset(key, mapping={
+                "kind": verdict.policy.kind.value,
+                "rules": verdict.policy.rules,
+                "status": "" if verdict.status is None else str(verdict.status),
+                "fetched": repr(now),
+                "expires": repr(expires),
+            })
+            pipe.pexpire(key, max(1, math.ceil(ttl * 1000)))
+            pipe.execute()
+        self._remember(origin, verdict.policy, min(expires, now + self.lru_seconds))
+
+    def forget(self, origin: str) -> None:
+        """Drop the origin's answer here and in Redis (the next request fetches robots.txt)."""
+        self._lru.pop(origin, None)
+        if self.redis is not None:
+            self.redis.delete(robots_key(origin))
+
+    def _get_redis(self, origin: str, now: float) -> tuple[RobotsPolicy, float] | None:
+        raw = self.redis.hgetall(robots_key(origin)) if self.redis is not None else None
+        if not raw:
+            return None
+        fields = {k.decode(): v.decode("utf-8", "replace") for k, v in raw.items()}
+        try:
+            kind = Kind(fields["kind"])
+            fetched = float(fields["fetched"])
+            expires = min(float(fields["expires"]), fetched + MAX_CACHE_SECONDS)
+        except (KeyError, ValueError):
+            return None  # written by something else: treat as absent, the fetch overwrites it
+        if now >= expires:
+            return None
+        return RobotsPolicy(kind, fields.get("rules", "")), expires
+
+    def _remember(self, origin: str, policy: RobotsPolicy, expires: float) -> None:
+        if self.lru_size == 0 or expires <= self.clock.time():
+            return
+        self._lru[origin] = (policy, expires)
+        self._lru.move_to_end(origin)
+        while len(self._lru) > self.lru_size:
+            self._lru.popitem(last=False)
+
+    def __len__(self) -> int:
+        return len(self._lru)
