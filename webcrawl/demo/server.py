@@ -113,8 +113,9 @@ class _Handler(BaseHTTPRequestHandler):
             lines.append("Connection: close")
         head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
         data = head + body if send_body and status != 304 else head
-        self.wfile.write(data)
+        # Log first: once a client holds the response, its entry is in the log (no race for tests).
         owner._record(host, self.path, self.command, self._arrival, status, len(data))
+        self.wfile.write(data)
 
     def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
         if hasattr(self, "_arrival"):
