@@ -42,13 +42,14 @@ class SiteFile:
     """The outcome of checking one file: ``site`` when valid, else ``error``.
 
     ``name`` is the site's name, or for a broken file the name it declares when that much could
-    be read (else the file's stem), so ``scrapy crawl <name>`` can report the file's error.
+    be read (``declared``), else the file's stem, so ``scrapy crawl <name>`` can report the error.
     """
 
     source: str
     name: str
     site: SiteConfig | None = None
     error: SiteConfigError | None = None
+    declared: bool = True
 
     @property
     def ok(self) -> bool:
@@ -114,8 +115,7 @@ def load_sites(dirs: Iterable[str | Path] = (), variables: Variables | None = No
     return {o.name: o.site for o in outcomes if o.site is not None}
 
 
-def _check_one(path: Path | Traversable, variables: Variables | None) -> tuple[SiteFile, bool]:
-    """The file's outcome, and whether its name is known (declared) rather than its stem."""
+def _check_one(path: Path | Traversable, variables: Variables | None) -> SiteFile:
     source = str(path)
     stem = path.name.rsplit(".", 1)[0]
     document: Any = None
@@ -125,17 +125,17 @@ def _check_one(path: Path | Traversable, variables: Variables | None) -> tuple[S
     except SiteConfigError as error:
         declared = document.get("name") if isinstance(document, dict) else None
         known = isinstance(declared, str) and bool(declared)
-        return SiteFile(source, declared if known else stem, error=error), known
-    return SiteFile(source, site.name, site=site), True
+        return SiteFile(source, declared if known else stem, error=error, declared=known)
+    return SiteFile(source, site.name, site=site)
 
 
-def _mark_duplicates(checked: list[tuple[SiteFile, bool]]) -> list[SiteFile]:
+def _mark_duplicates(outcomes: list[SiteFile]) -> list[SiteFile]:
     by_name: defaultdict[str, list[str]] = defaultdict(list)
-    for outcome, known in checked:
-        if known:  # a stem stands in for an unreadable name: it proves no clash
+    for outcome in outcomes:
+        if outcome.declared:  # a stem stands in for an unreadable name: it proves no clash
             by_name[outcome.name].append(outcome.source)
     marked = []
-    for outcome, _ in checked:
+    for outcome in outcomes:
         sources = by_name.get(outcome.name, [])
         # A broken file keeps its own error: it is the first thing to fix.
         if len(sources) > 1 and outcome.ok:
