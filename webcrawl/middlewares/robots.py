@@ -156,12 +156,14 @@ class RobotsMiddleware:
         origin = origin_of(request)
         if origin is None:
             return
-        policy = self.cache.get(origin)
+        policy, source = self.cache.lookup(origin)
         if policy is None:
             self.stats.inc_value("robotstxt/cache/miss")
             policy = await self._policy_for(origin, request)
         else:
             self.stats.inc_value("robotstxt/cache/hit")
+            if source == "redis":  # first use in this process: the crawl may not know the delay
+                self._report_crawl_delay(origin, policy, request)
         if not policy.allowed(request.url, self.token_for(request)):
             logger.debug("Forbidden by robots.txt: %(request)s", {"request": request})
             self.stats.inc_value("robotstxt/forbidden")

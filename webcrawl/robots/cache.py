@@ -58,6 +58,10 @@ class RobotsCache:
 
     def get(self, origin: str) -> RobotsPolicy | None:
         """The origin's answer if one is cached and not expired, else None."""
+        return self.lookup(origin)[0]
+
+    def lookup(self, origin: str) -> tuple[RobotsPolicy | None, str]:
+        """Like :meth:`get`, with where the answer came from: ``lru``, ``redis`` or ``miss``."""
         now = self.clock.time()
         entry = self._lru.get(origin)
         if entry is not None:
@@ -65,7 +69,7 @@ class RobotsCache:
             if now < expires:
                 self._lru.move_to_end(origin)
                 self.lru_hits += 1
-                return policy
+                return policy, "lru"
             del self._lru[origin]
         if self.redis is not None:
             found = self._get_redis(origin, now)
@@ -73,9 +77,9 @@ class RobotsCache:
                 policy, expires = found
                 self._remember(origin, policy, min(expires, now + self.lru_seconds))
                 self.redis_hits += 1
-                return policy
+                return policy, "redis"
         self.misses += 1
-        return None
+        return None, "miss"
 
     def put(self, origin: str, verdict: Verdict) -> None:
         """Store a fresh answer, valid for ``verdict.ttl`` seconds (capped at 24 h)."""
