@@ -24,13 +24,22 @@ from webcrawl.store.records import Damage, Pointer, RecordMeta
 
 @dataclass(slots=True)
 class ScanResult:
-    """One segment's scan. ``good_end`` is where the torn tail (``torn_bytes`` long) starts."""
+    """One segment's scan. ``good_end`` is where the torn tail (``torn_bytes`` long) starts.
+
+    ``rotten`` holds the records among ``damage`` whose header is intact: their URL is known, so
+    an index can keep them and a lookup fails loudly instead of serving an older version.
+    """
 
     segment: int
     size: int
     records: list[RecordMeta] = field(default_factory=list)
     damage: list[Damage] = field(default_factory=list)
+    rotten: list[RecordMeta] = field(default_factory=list)
     good_end: int = 0
+
+    def index_entries(self) -> list[RecordMeta]:
+        """What an index of this segment holds: whole records and rotten ones, in file order."""
+        return sorted(self.records + self.rotten, key=lambda m: m.pointer)
 
     @property
     def torn_bytes(self) -> int:
@@ -85,10 +94,12 @@ def _walk(mm: mmap.mmap, view: memoryview, result: ScanResult, decompress: bool)
                     decode_body(view[p0 : p0 + head.payload_length], head)
                 except ValueError as exc:
                     reason = str(exc)
+            meta = meta_of(head, Pointer(segment, at, head.record_length))
             if reason:
                 result.damage.append(Damage(segment, at, head.record_length, reason))
+                result.rotten.append(meta)
             else:
-                result.records.append(meta_of(head, Pointer(segment, at, head.record_length)))
+                result.records.append(meta)
             at = result.good_end = end
             continue
         following = _resync(mm, view, at + 1, size)

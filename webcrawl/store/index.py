@@ -63,19 +63,6 @@ def decode_index(data: bytes, segment: int, segment_size: int) -> list[Entry] | 
     ]
 
 
-def index_covers(path: Path, segment_size: int) -> bool:
-    """A cheap check that a sidecar exists and claims to cover ``segment_size`` bytes."""
-    try:
-        with open(path, "rb") as f:
-            head = f.read(HEAD.size)
-    except FileNotFoundError:
-        return False
-    if len(head) < HEAD.size:
-        return False
-    magic, version, _, covered = HEAD.unpack(head)
-    return magic == MAGIC and version == VERSION and covered == segment_size
-
-
 def load_index(path: Path, segment: int, segment_size: int) -> list[Entry] | None:
     """Read and check a sidecar; None if it is missing, damaged or stale."""
     try:

@@ -116,7 +116,7 @@ class BodyReader:
             if entries is None:
                 scan = scan_segment(path, segment)
                 self.damage.extend(scan.damage)
-                entries = [entry_of(r) for r in scan.records]
+                entries = [entry_of(r) for r in scan.index_entries()]
             index.add_all(entries)
         if self.damage:
             logger.warning("body store %s: %d corrupt ranges skipped; run verify", self.folder, len(self.damage))

@@ -21,7 +21,7 @@ from webcrawl.store import _files
 from webcrawl.store._format import Header, encode
 from webcrawl.store._scan import scan_segment
 from webcrawl.store.errors import StoreError, StoreLockedError
-from webcrawl.store.index import Entry, encode_index, entry_of, index_covers, url_key
+from webcrawl.store.index import Entry, encode_index, entry_of, load_index, url_key
 from webcrawl.store.records import Damage, Pointer, VerifyReport
 
 logger = logging.getLogger(__name__)
@@ -114,7 +114,7 @@ class BodyWriter:
         for segment in ids:
             path = _files.segment_path(self.folder, segment)
             size = path.stat().st_size
-            if index_covers(_files.index_path(self.folder, segment), size):
+            if load_index(_files.index_path(self.folder, segment), segment, size) is not None:
                 continue  # sealed and indexed
             scan = scan_segment(path, segment)
             report.segments += 1
@@ -126,7 +126,7 @@ class BodyWriter:
                     "body store %s: skipping corrupt bytes %d..%d of segment %d (%s)",
                     self.folder, damage.offset, damage.offset + damage.length, segment, damage.reason,
                 )  # fmt: skip
-            entries = [entry_of(r) for r in scan.records]
+            entries = [entry_of(r) for r in scan.index_entries()]
             if segment != ids[-1]:
                 if scan.torn_bytes:
                     report.corrupt.append(
