@@ -202,13 +202,14 @@ class GeneratedSite:
                 f"</head><body><h1>Documentation</h1><ul>{items}</ul></body></html>\n").encode()
 
     def _fill(self, head: str, paras: list[str], tail: str, rng: random.Random) -> bytes:
-        """Pad with prose to a log-uniform size in [min_bytes, max_bytes]."""
-        lo, hi = math.log(self.min_bytes), math.log(max(self.min_bytes, self.max_bytes - 1024))
-        target = math.exp(lo + (hi - lo) * rng.random())
+        """Pad with prose to a log-uniform size in [min_bytes, max_bytes] (exactly, when it fits)."""
+        lo, hi = math.log(self.min_bytes), math.log(self.max_bytes)
+        target = min(self.max_bytes, max(self.min_bytes, round(math.exp(lo + (hi - lo) * rng.random()))))
         size = len(head) + len(tail) + sum(map(len, paras))
         if size > self.max_bytes:
             raise ValueError(f"{self.links} links do not fit in max_kb={self.max_bytes // 1024}")
         while size < target:
-            paras.append(f"<p>{rng.choice(self._prose)}</p>\n")
+            gap = target - size  # the last filler is cut to land on the target exactly
+            paras.append(f"<p>{rng.choice(self._prose)[:gap - 8]}</p>\n" if gap > 8 else "\n" * gap)
             size += len(paras[-1])
         return (head + "".join(paras) + tail).encode()

@@ -200,8 +200,10 @@ def start_server_process(site: str, hosts: int, log_path: str | Path, *, seed: i
                 process.kill()
                 process.wait()
                 errors.seek(0)
-                raise RuntimeError(f"demo server did not start ({argv}): "
-                                   f"{errors.read().decode(errors='replace')[-2000:]}")
+                message = errors.read().decode(errors="replace")[-2000:]
+                errors.close()
+                process.stdout.close()
+                raise RuntimeError(f"demo server did not start ({argv}): {message}")
             buffer += chunk
     ready = json.loads(buffer.split(b"\n", 1)[0][len(b"READY "):])
     return ServerProcess(process, ready, Path(log_path), errors)
