@@ -16,6 +16,7 @@ from webcrawl.sites.load import (
     load_site_file,
     load_sites,
     parse_site,
+    site_from_dict,
     sites_dirs,
 )
 from webcrawl.sites.schema import (
@@ -49,5 +50,6 @@ __all__ = [
     "load_site_file",
     "load_sites",
     "parse_site",
+    "site_from_dict",
     "sites_dirs",
 ]

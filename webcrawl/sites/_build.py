@@ -117,10 +117,12 @@ def _budget(root: Table) -> Budget:
     if reserves.total >= 1:
         raise r.error(r.path, {k: getattr(reserves, k) for k in RESERVE_KEYS},
                       "shares that sum to less than 1 (the rest pays for scored revisits)",
-                      problem=f"shares sum to {reserves.total:g}")
+                      problem=f"got discovery {reserves.discovery:g} + reestimation "
+                              f"{reserves.reestimation:g} + verification "
+                              f"{reserves.verification:g} = {reserves.total:g}")
     return Budget(
         billing=t.choice("billing", BILLING_MODELS),
-        amount_per_cycle=t.number("amount_per_cycle", minimum=0, maximum=1e18,
+        amount_per_cycle=t.number("amount_per_cycle", minimum=0, maximum=1e15,
                                   exclusive_minimum=True, unit="bytes, credits or requests"),
         cycle_seconds=t.number("cycle_seconds", minimum=1, maximum=366 * 86400, unit="seconds"),
         reserves=reserves,

@@ -71,8 +71,8 @@ class Table:
                integer: bool = False, exclusive_minimum: bool = False, unit: str = "") -> Any:
         """An int (``integer``) or a finite number, within the bounds."""
         kind = "an integer" if integer else "a number"
-        low = f"> {minimum:g}" if exclusive_minimum else f">= {minimum:g}"
-        expected = f"{kind} {low} and <= {maximum:g}{f' ({unit})' if unit else ''}"
+        low = f"> {_show(minimum)}" if exclusive_minimum else f">= {_show(minimum)}"
+        expected = f"{kind} {low} and <= {_show(maximum)}{f' ({unit})' if unit else ''}"
         value = self.raw(key, expected, default)
         if value is default and default is not _MISSING:
             return value
@@ -129,3 +129,8 @@ def _one_of(key: str, keys: Collection[str]) -> str:
     hint = difflib.get_close_matches(key, known, n=1)
     listing = "one of: " + ", ".join(known) if known else "no keys here"
     return listing + (f" (did you mean {hint[0]!r}?)" if hint else "")
+
+
+def _show(bound: float) -> str:
+    """A bound as a user would write it in TOML: ``31_622_400``, not ``3.16224e+07``."""
+    return f"{int(bound):_}" if float(bound).is_integer() else repr(bound)

@@ -30,6 +30,7 @@ __all__ = [
     "load_site_file",
     "load_sites",
     "parse_site",
+    "site_from_dict",
     "sites_dirs",
 ]
 
@@ -63,6 +64,13 @@ def parse_site(text: str, source: str, variables: Variables | None = None) -> Si
     Raises :class:`SiteConfigError`.
     """
     return build_site(expand(_toml(text, source), source, _lookup(variables)), source)
+
+
+def site_from_dict(document: Mapping[str, Any], source: str = "<dict>",
+                   variables: Variables | None = None) -> SiteConfig:
+    """Validate a site document already in memory (what ``tomllib`` would return), e.g. a test's
+    site built in code. Raises :class:`SiteConfigError` naming ``source``."""
+    return build_site(expand(dict(document), source, _lookup(variables)), source)
 
 
 def load_site_file(path: str | Path | Traversable, variables: Variables | None = None
@@ -158,8 +166,10 @@ def _read(path: str | Path | Traversable) -> str:
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
         raise SiteConfigError(source, "", None, "a UTF-8 text file",
-                              problem=f"not UTF-8 at byte {exc.start}") from None
+                              problem=f"not UTF-8 at line {line} (byte offset {exc.start})"
+                              ) from None
 
 
 def _toml(text: str, source: str) -> dict[str, Any]:
