@@ -1,0 +1,128 @@
+"""GuardedResolver: answers with a refused address are withheld whole, at every lookup.
+
+The inner resolver here is a static table (like /etc/hosts) that the test can rewrite between two
+lookups, which is what DNS rebinding does; Twisted's own resolver is used in the crawl tests.
+"""
+
+from __future__ import annotations
+
+import pytest
+from twisted.internet.address import IPv4Address, IPv6Address
+from twisted.internet.interfaces import IHostnameResolver, IResolutionReceiver
+from zope.interface import implementer, provider
+
+from webcrawl.net import AddressPolicy, GuardedResolver
+
+
+class HostResolution:
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def cancel(self) -> None:
+        pass
+
+
+@implementer(IHostnameResolver)
+class TableResolver:
+    def __init__(self, table: dict[str, list[str]]) -> None:
+        self.table = table
+
+    def resolveHostName(self, receiver, hostName, portNumber=0, addressTypes=None,  # noqa: N802
+                        transportSemantics="TCP"):
+        resolution = HostResolution(hostName)
+        receiver.resolutionBegan(resolution)
+        for address in self.table.get(hostName, []):
+            kind = IPv6Address if ":" in address else IPv4Address
+            receiver.addressResolved(kind("TCP", address, portNumber))
+        receiver.resolutionComplete()
+        return resolution
+
+
+@provider(IResolutionReceiver)
+class Answer:
+    def __init__(self) -> None:
+        self.began = False
+        self.addresses: list[str] = []
+        self.complete = False
+
+    def resolutionBegan(self, resolution) -> None:  # noqa: N802
+        self.began = True
+
+    def addressResolved(self, address) -> None:  # noqa: N802
+        self.addresses.append(address.host)
+
+    def resolutionComplete(self) -> None:  # noqa: N802
+        self.complete = True
+
+
+def lookup(resolver: GuardedResolver, host: str) -> list[str]:
+    answer = Answer()
+    resolver.resolveHostName(answer, host, 80)
+    assert answer.began and answer.complete
+    return answer.addresses
+
+
+@pytest.fixture
+def table() -> dict[str, list[str]]:
+    return {
+        "public.example": ["93.184.215.14"],
+        "localhost": ["127.0.0.1", "::1"],
+        "mixed.example": ["93.184.215.14", "10.0.0.5"],
+        "metadata.example": ["169.254.169.254"],
+        "lab.example": ["127.0.0.2"],
+    }
+
+
+def test_public_answers_pass(table):
+    resolver = GuardedResolver(None, AddressPolicy(), TableResolver(table))
+    assert lookup(resolver, "public.example") == ["93.184.215.14"]
+    assert resolver.recent_refusal("public.example") is None
+
+
+@pytest.mark.parametrize(
+    ("host", "reason"),
+    [("localhost", "loopback"), ("mixed.example", "private"), ("metadata.example", "metadata")],
+)
+def test_answers_with_a_refused_address_are_withheld_whole(table, host, reason):
+    resolver = GuardedResolver(None, AddressPolicy(), TableResolver(table))
+    assert lookup(resolver, host) == []
+    refusal = resolver.recent_refusal(host.upper())
+    assert refusal is not None and refusal.reason == reason
+
+
+def test_allowed_networks_pass(table):
+    resolver = GuardedResolver(None, AddressPolicy(["127.0.0.2/32"]), TableResolver(table))
+    assert lookup(resolver, "lab.example") == ["127.0.0.2"]
+    assert lookup(resolver, "localhost") == []
+    resolver.allow(AddressPolicy(["127.0.0.0/8", "::1/128"]).allowed)
+    assert lookup(resolver, "localhost") == ["127.0.0.1", "::1"]
+
+
+def test_dns_rebinding_is_caught_at_the_next_lookup(table):
+    resolver = GuardedResolver(None, AddressPolicy(), TableResolver(table))
+    assert lookup(resolver, "public.example") == ["93.184.215.14"]
+    table["public.example"] = ["127.0.0.1"]  # the attacker's DNS now answers loopback
+    assert lookup(resolver, "public.example") == []
+    assert resolver.recent_refusal("public.example").reason == "loopback"
+    table["public.example"] = ["93.184.215.14"]
+    assert lookup(resolver, "public.example") == ["93.184.215.14"]
+    assert resolver.recent_refusal("public.example") is None
+
+
+def test_refusals_are_forgotten_after_their_time(table):
+    resolver = GuardedResolver(None, AddressPolicy(), TableResolver(table), refusal_seconds=0)
+    lookup(resolver, "localhost")
+    assert resolver.recent_refusal("localhost") is None
+
+
+def test_install_on_reactor_uses_the_name_resolver_slot():
+    class Reactor:
+        installed = None
+
+        def installNameResolver(self, resolver):  # noqa: N802
+            self.installed = resolver
+
+    reactor = Reactor()
+    resolver = GuardedResolver(reactor, AddressPolicy(), TableResolver({}))
+    resolver.install_on_reactor()
+    assert reactor.installed is resolver

@@ -1,0 +1,17 @@
+"""Network safety: which addresses the crawler may connect to, checked when it connects."""
+
+from __future__ import annotations
+
+from webcrawl.net.addresses import (
+    METADATA_ADDRESSES,
+    AddressPolicy,
+    classify,
+    literal_address,
+    parse_networks,
+)
+from webcrawl.net.resolver import GuardedResolver
+
+__all__ = [
+    "METADATA_ADDRESSES", "AddressPolicy", "GuardedResolver", "classify", "literal_address",
+    "parse_networks",
+]

@@ -1,0 +1,151 @@
+"""A Twisted name resolver that refuses names resolving to non-public addresses: the half of the
+SSRF guard that runs when connecting.
+
+Scrapy's HTTP/1.1 handler connects through Twisted's ``HostnameEndpoint``, which asks the reactor's
+name resolver for a host's addresses at each new connection (literal IP hosts included). The
+:class:`GuardedResolver` wraps Scrapy's caching resolver and checks every answer, cached or not,
+against an :class:`AddressPolicy`: if *any* address of the answer is refused, the whole answer is
+withheld, so the endpoint fails with a DNS lookup error and no connection is attempted. A link,
+a redirect or a DNS answer that changes between two lookups (DNS rebinding) therefore cannot lead
+the crawler to a refused address.
+
+Install it with ``TWISTED_DNS_RESOLVER = "webcrawl.net.resolver.GuardedResolver"``; the SSRF
+middleware wraps whatever resolver is installed if that was not done, so the guard holds anyway.
+
+Refusals are remembered for ``refusal_seconds`` (:meth:`GuardedResolver.recent_refusal`): the
+middleware turns the resulting DNS error into ``IgnoreRequest`` with a stat, and refuses retries of
+the same host without another lookup.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import OrderedDict
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from scrapy.resolver import CachingHostnameResolver
+from twisted.internet.address import IPv4Address, IPv6Address
+from twisted.internet.interfaces import (
+    IAddress,
+    IHostnameResolver,
+    IHostResolution,
+    IResolutionReceiver,
+)
+from zope.interface import implementer, provider
+
+from webcrawl.net.addresses import AddressPolicy, IPNetwork, parse_networks
+
+if TYPE_CHECKING:
+    from typing import Self
+
+logger = logging.getLogger(__name__)
+
+REFUSAL_MEMORY = 4096
+
+
+class Refusal:
+    """A refused answer: why, which addresses, until when it is remembered."""
+
+    __slots__ = ("reason", "addresses", "until")
+
+    def __init__(self, reason: str, addresses: tuple[str, ...], until: float) -> None:
+        self.reason = reason
+        self.addresses = addresses
+        self.until = until
+
+
+@implementer(IHostnameResolver)
+class GuardedResolver:
+    """An ``IHostnameResolver`` that withholds answers containing a refused address."""
+
+    def __init__(self, reactor: Any, policy: AddressPolicy, inner: IHostnameResolver, *,
+                 refusal_seconds: float = 60.0) -> None:
+        self.reactor = reactor
+        self.policy = policy
+        self.inner = inner
+        self.refusal_seconds = refusal_seconds
+        self._refusals: OrderedDict[str, Refusal] = OrderedDict()
+
+    @classmethod
+    def from_crawler(cls, crawler: Any, reactor: Any) -> Self:
+        # Scrapy passes the CrawlerProcess here, not a Crawler: only its settings are used.
+        settings = crawler.settings
+        cache_size = settings.getint("DNSCACHE_SIZE") if settings.getbool("DNSCACHE_ENABLED") else 0
+        inner = CachingHostnameResolver(reactor, cache_size)
+        policy = AddressPolicy(parse_networks(
+            settings.getlist("WEBCRAWL_ALLOWED_PRIVATE_NETWORKS")))
+        return cls(reactor, policy, inner)
+
+    def install_on_reactor(self) -> None:
+        self.reactor.installNameResolver(self)
+
+    def allow(self, networks: Iterable[IPNetwork]) -> None:
+        """Widen the allowance (each crawler adds its own; see the SSRF middleware)."""
+        self.policy.allow(networks)
+
+    def recent_refusal(self, host: str) -> Refusal | None:
+        """The refusal of ``host`` in the last ``refusal_seconds``, if any."""
+        refusal = self._refusals.get(host.lower())
+        if refusal is not None and refusal.until <= time.monotonic():
+            del self._refusals[host.lower()]
+            return None
+        return refusal
+
+    def resolveHostName(  # noqa: N802 (Twisted's interface)
+        self,
+        resolutionReceiver: IResolutionReceiver,
+        hostName: str,
+        portNumber: int = 0,
+        addressTypes: Sequence[type[IAddress]] | None = None,
+        transportSemantics: str = "TCP",
+    ) -> IHostResolution:
+        guard = _GuardingReceiver(resolutionReceiver, hostName, self)
+        started = self.inner.resolveHostName(
+            guard, hostName, portNumber, addressTypes, transportSemantics
+        )
+        return guard.resolution or started
+
+    def _judge(self, host: str, addresses: list[IAddress]) -> list[IAddress]:
+        """The addresses to hand on: all of them, or none if any is refused."""
+        hosts = tuple(getattr(a, "host", "") for a in addresses)
+        for text in hosts:
+            reason = self.policy.refusal(text)
+            if reason is not None:
+                self._remember(host, Refusal(reason, hosts, time.monotonic() + self.refusal_seconds))
+                logger.debug("SSRF guard: %s resolves to %s (%s): refused", host, text, reason)
+                return []
+        self._refusals.pop(host.lower(), None)
+        return addresses
+
+    def _remember(self, host: str, refusal: Refusal) -> None:
+        self._refusals[host.lower()] = refusal
+        self._refusals.move_to_end(host.lower())
+        while len(self._refusals) > REFUSAL_MEMORY:
+            self._refusals.popitem(last=False)
+
+
+@provider(IResolutionReceiver)
+class _GuardingReceiver:
+    """Buffers an answer and passes it on only once the whole of it has been judged."""
+
+    def __init__(self, receiver: IResolutionReceiver, host: str, guard: GuardedResolver) -> None:
+        self.receiver = receiver
+        self.host = host
+        self.guard = guard
+        self.addresses: list[IAddress] = []
+        self.resolution: IHostResolution | None = None
+
+    def resolutionBegan(self, resolution: IHostResolution) -> None:  # noqa: N802
+        self.resolution = resolution
+        self.receiver.resolutionBegan(resolution)
+
+    def addressResolved(self, address: IAddress) -> None:  # noqa: N802
+        if isinstance(address, (IPv4Address, IPv6Address)):
+            self.addresses.append(address)
+
+    def resolutionComplete(self) -> None:  # noqa: N802
+        for address in self.guard._judge(self.host, self.addresses):
+            self.receiver.addressResolved(address)
+        self.receiver.resolutionComplete()
