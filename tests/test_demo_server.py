@@ -10,7 +10,7 @@ import re
 import socket
 import time
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Sequence
 from pathlib import Path
 from urllib.parse import urldefrag, urljoin, urlsplit
 
@@ -18,16 +18,16 @@ import pytest
 
 from webcrawl.demo.generated import GeneratedSite
 from webcrawl.demo.serve import start_server_process
-from webcrawl.demo.server import MultiHostServer, Response, default_hosts, read_log
+from webcrawl.demo.server import Headers, MultiHostServer, Response, default_hosts, read_log
 
 
 class EchoSite:
     """Answers with the address and path it saw; /boom raises."""
 
-    def bind(self, hosts: list[str], port: int) -> None:
+    def bind(self, hosts: Sequence[str], port: int) -> None:
         self.bound = (list(hosts), port)
 
-    def respond(self, host: str, path: str, headers: Mapping[str, str]) -> Response:
+    def respond(self, host: str, path: str, headers: Headers) -> Response:
         if path == "/boom":
             raise RuntimeError("site failure")
         return 200, {"Content-Type": "text/plain"}, f"{host} {path}".encode()

@@ -19,9 +19,9 @@ import math
 import posixpath
 import random
 from collections import deque
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 
-from webcrawl.demo.server import Response
+from webcrawl.demo.server import Headers, Response
 from webcrawl.demo.shop import WORDS, paragraph, seeded
 
 Target = tuple[int, str]  # (host index, path)
@@ -138,7 +138,7 @@ class GeneratedSite:
             for k in range(self.count):
                 self._bodies[self.hosts[k % self.host_count], self.page_path(k)] = self._render(k)
 
-    def respond(self, host: str, path: str, headers: Mapping[str, str]) -> Response:
+    def respond(self, host: str, path: str, headers: Headers) -> Response:
         body = self._bodies.get((host, path.split("?", 1)[0]))
         if body is not None:
             return 200, _HTML, body

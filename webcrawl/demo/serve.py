@@ -99,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     server = MultiHostServer(site, default_hosts(args["hosts"], args["first_host"]), args["port"],
                              args["log"])
     with server:
-        info = getattr(site, "ready_info", dict)()
+        info: dict[str, Any] = getattr(site, "ready_info", dict)()
         ready = {"site": args["site"], "hosts": server.hosts, "port": server.port,
                  "pid": os.getpid(), "seed": args["seed"], "options": options, **info}
         print("READY " + json.dumps(ready), flush=True)

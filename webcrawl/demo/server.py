@@ -24,13 +24,19 @@ Response = tuple[int, Mapping[str, str], bytes]
 """What a site answers: status, headers (Content-Length is set by the server), body."""
 
 
+class Headers(Protocol):
+    """Request headers, looked up case-insensitively (``email.message.Message`` or a dict)."""
+
+    def get(self, name: str, default: None = None, /) -> str | None: ...
+
+
 class Site(Protocol):
     """What the server serves. Implementations must be thread-safe: requests arrive concurrently."""
 
     def bind(self, hosts: Sequence[str], port: int) -> None:
         """Called once before the first request, with the addresses and port being served."""
 
-    def respond(self, host: str, path: str, headers: Mapping[str, str]) -> Response:
+    def respond(self, host: str, path: str, headers: Headers) -> Response:
         """Answer a GET for ``path`` (with query string) arriving on address ``host``."""
 
 
@@ -100,7 +106,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _answer(self, send_body: bool) -> None:
         owner = self.server.owner
-        host = self.server.server_address[0]
+        host = self.server.address
         try:
             status, headers, body = owner.site.respond(host, self.path, self.headers)
         except Exception as exc:  # a broken site must show up as a 500, not a hung client
@@ -120,7 +126,7 @@ class _Handler(BaseHTTPRequestHandler):
     def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
         if hasattr(self, "_arrival"):
             owner = self.server.owner
-            owner._record(self.server.server_address[0], getattr(self, "path", ""),
+            owner._record(self.server.address, getattr(self, "path", ""),
                           getattr(self, "command", "") or "", self._arrival, code, 0)
         super().send_error(code, message, explain)
 
@@ -132,11 +138,13 @@ class _HostServer(ThreadingHTTPServer):
     daemon_threads = True
     request_queue_size = 128  # a crawler opening many connections at once must not see SYN drops
     owner: MultiHostServer
+    address: str
 
     def server_bind(self) -> None:
         # HTTPServer.server_bind calls getfqdn(), a reverse DNS lookup that would leave loopback.
         socketserver.TCPServer.server_bind(self)
-        self.server_name, self.server_port = self.server_address[:2]
+        self.address, self.server_port = str(self.server_address[0]), int(self.server_address[1])
+        self.server_name = self.address
 
 
 class MultiHostServer:
@@ -173,7 +181,7 @@ class MultiHostServer:
             self._log_file = open(self.log_path, "a", encoding="utf-8")
         for server in self._servers:
             thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
-                                      name=f"demo-http-{server.server_address[0]}", daemon=True)
+                                      name=f"demo-http-{server.address}", daemon=True)
             thread.start()
             self._threads.append(thread)
         return self

@@ -24,12 +24,12 @@ import threading
 import time
 from array import array
 from bisect import bisect_right
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from email.utils import formatdate, parsedate_to_datetime
 from urllib.parse import parse_qs, urlsplit
 
-from webcrawl.demo.server import Response
+from webcrawl.demo.server import Headers, Response
 
 EPOCH = 1_767_225_600.0  # 2026-01-01T00:00:00Z: simulated time zero, fixed so truth is portable
 DAY = 86_400.0
@@ -239,6 +239,10 @@ def _http_date(t: float) -> str:
     return formatdate(t, usegmt=True)
 
 
+def _w3c(t: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime(t))
+
+
 def _esc(text: str) -> str:
     return html.escape(text, quote=True)
 
@@ -294,7 +298,7 @@ class ShopSite:
         return {"clock_origin": self.clock.origin, "epoch": self.clock.epoch,
                 "time_scale": self.clock.time_scale}
 
-    def respond(self, host: str, path: str, headers: Mapping[str, str]) -> Response:
+    def respond(self, host: str, path: str, headers: Headers) -> Response:
         now = self.clock.time()
         parts = urlsplit(path)
         route, query = parts.path, parse_qs(parts.query)
@@ -432,7 +436,7 @@ class ShopSite:
                 f'<ul class="listing">{"".join(items)}</ul><nav class="pages">{links}</nav>')
         return self._html(host, now, self.catalog.category_names[c], main)
 
-    def _product(self, host: str, i: int, headers: Mapping[str, str], now: float) -> Response:
+    def _product(self, host: str, i: int, headers: Headers, now: float) -> Response:
         if i >= len(self.catalog) or self.shards[i % len(self.shards)] != host:
             return self._not_found(host, now)
         version, last = self.catalog.version(i, now), self.catalog.last_change(i, now)
@@ -505,10 +509,10 @@ in stock: <span class="stock">{r["stock"]}</span></p>
         if route == "/files/report.html":
             return 200, {"Content-Type": "text/html"}, seeded(self.seed, "binary").randbytes(48 * 1024)
         if route == "/legacy/latin.html":
-            body = (b'<html><head><meta charset="utf-8"><title>Caf\xe9 catalogue</title></head><body>'
+            raw = (b'<html><head><meta charset="utf-8"><title>Caf\xe9 catalogue</title></head><body>'
                     b"<h1>Cat\xe1logo \xff\xfe</h1><p>Truncated \xc3 and overlong \xc0\xaf bytes.</p>"
                     + f'<a href="{self._link(host, self.www, "/")}">Home</a>'.encode() + b"</body></html>")
-            return 200, {"Content-Type": "text/html; charset=utf-8"}, body
+            return 200, {"Content-Type": "text/html; charset=utf-8"}, raw
         if route == "/archive/everything.html":
             return 200, {"Content-Type": "text/html; charset=utf-8"}, self._large_page()
         return self._not_found(host, now)
@@ -534,8 +538,7 @@ in stock: <span class="stock">{r["stock"]}</span></p>
                 f"Sitemap: http://{host}:{self.port}/sitemap.xml\n")
 
     def _sitemap(self, host: str, now: float) -> str:
-        base, entries = f"http://{host}:{self.port}", []
-        stamp = lambda t: time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime(t))  # noqa: E731
+        base, entries = f"http://{host}:{self.port}", list[tuple[str, float | None]]()
         if host == self.www:
             entries.append((f"{base}/", None))
             for c in range(len(self.catalog.category_names)):
@@ -548,7 +551,7 @@ in stock: <span class="stock">{r["stock"]}</span></p>
         if host == self.blog:
             entries += [(f"{base}{self._post_path(k)}", self.clock.epoch - (k + 1) * DAY)
                         for k in range(self.blog_posts)]
-        urls = "".join(f"<url><loc>{_esc(loc)}</loc>" + (f"<lastmod>{stamp(t)}</lastmod>" if t else "")
+        urls = "".join(f"<url><loc>{_esc(loc)}</loc>" + (f"<lastmod>{_w3c(t)}</lastmod>" if t else "")
                        + "</url>\n" for loc, t in entries)
         return ('<?xml version="1.0" encoding="UTF-8"?>\n'
                 f'<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">\n{urls}</urlset>\n')
