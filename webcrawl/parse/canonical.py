@@ -76,6 +76,10 @@ class Canonicalizer:
         self.session_params = frozenset(p.lower() for p in session_params)
         self.cache_size = cache_size
         self._cache: dict[str, str | None] = {}
+        # Joined links memoised per base directory (see join.Base): one dict per directory,
+        # all cleared together when their total size reaches cache_size.
+        self._dir_memos: dict[str, dict[str, str | None]] = {}
+        self._dir_memo_size = 0
         self.slow_count = 0  # URLs that needed w3lib: a figure for the benchmark, not a stat
 
     def canonical(self, url: str) -> str | None:
@@ -91,6 +95,25 @@ class Canonicalizer:
             self._cache.clear()  # cheaper than LRU bookkeeping; the hot set refills in one page
         self._cache[url] = result
         return result
+
+    def dir_memo(self, directory: str) -> dict[str, str | None]:
+        """The memo of hrefs resolved against base directory ``directory`` (origin + path up
+        to its last "/"). Only hrefs whose resolution depends on nothing else go in it."""
+        try:
+            return self._dir_memos[directory]
+        except KeyError:
+            memo: dict[str, str | None] = {}
+            self._dir_memos[directory] = memo
+            return memo
+
+    def remember(self, memo: dict[str, str | None], href: str, url: str | None) -> None:
+        if self._dir_memo_size >= self.cache_size:
+            for old in self._dir_memos.values():
+                old.clear()  # the Base objects alive keep their (now empty) dicts valid
+            self._dir_memos.clear()
+            self._dir_memo_size = 0
+        memo[href] = url
+        self._dir_memo_size += 1
 
     def _fast(self, url: str) -> str | None | bool:
         """The canonical URL, or ``False`` when the URL needs the slow path."""

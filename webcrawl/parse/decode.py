@@ -80,7 +80,7 @@ def _sniff_kind(sample: bytes, wide: bool) -> str | None:
         return None
     if b"\x00" in sample:
         return "binary"
-    controls = len(sample) - len(sample.translate(None, _NOT_CONTROL))
+    controls = len(sample.translate(None, _NOT_CONTROL))  # deleting the rest leaves controls
     if controls > _MAX_CONTROL_RATIO * len(sample):
         return "binary"
     return None
@@ -107,7 +107,8 @@ def prepare_body(body: bytes, max_bytes: int, declared_encoding: str | None = No
         body = body[:max_bytes]
     if not body.strip():
         return Body("empty", b"", "utf-8", size, truncated)
-    bom_encoding, bom = read_bom(body)
+    bom_encoding, found_bom = read_bom(body)
+    bom = found_bom or b""
     encoding = _codec(bom_encoding) or _codec(declared_encoding)
     sample = body[len(bom) : len(bom) + _SAMPLE]
     wide = encoding is not None and encoding.startswith(("utf-16", "utf-32"))

@@ -42,7 +42,7 @@ class Base:
     ``None`` when it is not an http(s) URL or cannot be parsed.
     """
 
-    __slots__ = ("canon", "url", "_scheme", "_origin", "_path", "_dir")
+    __slots__ = ("canon", "url", "memo", "_scheme", "_origin", "_path", "_dir")
 
     def __init__(self, canon: Canonicalizer, page_url: str, base_href: str | None = None) -> None:
         self.canon = canon
@@ -64,8 +64,22 @@ class Base:
         self._origin = f"{m[1]}://{m[2]}"
         self._path = m[3]
         self._dir = m[3][: m[3].rfind("/") + 1]
+        # Raw href -> result, shared by every page in the same directory: navigation links
+        # repeat across a site's pages. Callers may read it directly to skip a call.
+        self.memo = canon.dir_memo(self._origin + self._dir)
 
     def join(self, href: str) -> str | None:
+        try:
+            return self.memo[href]
+        except KeyError:
+            pass
+        url = self._join(href)
+        if href[:1] not in ("#", "?", "") and not href[:1].isspace():
+            # Resolution of this href depends on the base directory only.
+            self.canon.remember(self.memo, href, url)
+        return url
+
+    def _join(self, href: str) -> str | None:
         href = href.strip(_HTML_SPACE)
         if not href or href[0] == "#":
             return self.url

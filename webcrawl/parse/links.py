@@ -108,11 +108,23 @@ def extract_links(
         return []
     join = base.join
     reason_of = link_filter.reason
+    # "#section" links are the most common kind on documentation pages: no join needed when
+    # the base is the page itself. Raw hrefs repeat within a page and across the pages of a
+    # directory: base.memo is looked up inline before paying for a call.
+    hash_is_self = base.url == page_url
+    memo = base.memo
     seen: set[str] = set()
     kept: list[str] = []
     duplicates = scheme = self_links = 0
     for node in nodes:
-        url = join(node.attrs.get("href") or "")
+        href = node.attrs.get("href") or ""
+        if hash_is_self and href[:1] == "#":
+            self_links += 1
+            continue
+        try:
+            url = memo[href]
+        except KeyError:
+            url = join(href)
         if url is None:
             scheme += 1
         elif url == page_url:

@@ -43,7 +43,7 @@ def extract_listing(
     counts["listing/items"] += len(nodes)
     for node in nodes:
         link = node.css_first(rule.link)
-        href = link.attrs.get("href") if link is not None else None
+        href = link.attrs.get(rule.link_attr) if link is not None else None
         if not href or not href.strip():
             counts["listing/nolink"] += 1
             continue

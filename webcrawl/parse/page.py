@@ -96,8 +96,12 @@ class PageParser:
             counts["pages/unparsable"] = 1
             del counts["pages/html"]
             return ParseResult(canonical, "unparsable", name, counts=dict(counts), encoding=prepared.encoding)
-        base_node = tree.css_first("base[href]")
-        base = Base(self.canonicalizer, canonical, base_node.attrs.get("href") if base_node is not None else None)
+        # <base> belongs in <head>; searching only there costs 3 us instead of 200 (a miss
+        # walks the whole tree). A <base> that the parser left in <body> is ignored.
+        head = tree.head
+        base_node = head.css_first("base[href]") if head is not None else None
+        base_href = base_node.attrs.get("href") if base_node is not None else None
+        base = Base(self.canonicalizer, canonical, base_href)
         links = extract_links(tree, base, canonical, self.link_filter, depth, counts)
         record = None
         listing: list[ListingItem] = []

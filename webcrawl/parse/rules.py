@@ -95,13 +95,15 @@ class FieldRule:
 
 @dataclass(frozen=True)
 class ListingRule:
-    """A listing page: each ``item`` element holds a link (``link``, an element with ``href``,
-    searched inside the item; the item itself when it is the link) and summary fields, searched
-    inside the item. The caller fetches an item only when its summary changed."""
+    """A listing page: each ``item`` element holds a link (the first element matching ``link``
+    inside the item, the item itself included; its ``link_attr`` attribute is the URL) and
+    summary fields, searched inside the item. The caller fetches an item only when its summary
+    changed."""
 
     item: str
     link: str = "a[href]"
     summary: tuple[FieldRule, ...] = ()
+    link_attr: str = "href"
 
     def __post_init__(self) -> None:
         _check_css("listing item", self.item)
@@ -110,21 +112,24 @@ class ListingRule:
 
 @dataclass(frozen=True)
 class PageType:
-    """A kind of page, matched by ``re.search(url_pattern, url)`` on the canonical page URL.
+    """A kind of page, matched by ``re.search(url_pattern, url)`` on the canonical page URL
+    (``url_pattern`` a string or a compiled pattern).
 
     ``volatile`` names fields that change on every load (timestamps, counters): they are still
     extracted, and excluded from the record hash by the caller (see ``ParseResult.stable_record``).
     """
 
     name: str
-    url_pattern: str
+    url_pattern: str | re.Pattern[str]
     fields: tuple[FieldRule, ...] = ()
     volatile: frozenset[str] = frozenset()
     listing: ListingRule | None = None
     regex: re.Pattern[str] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "regex", _compile(f"page type {self.name!r} url_pattern", self.url_pattern))
+        pattern = self.url_pattern
+        regex = pattern if isinstance(pattern, re.Pattern) else _compile(f"page type {self.name!r} url_pattern", pattern)
+        object.__setattr__(self, "regex", regex)
         names = [f.name for f in self.fields]
         if len(set(names)) != len(names):
             raise ValueError(f"page type {self.name!r}: fields {names!r} repeat a name; expected unique names")
@@ -179,7 +184,7 @@ class LinkRules:
     allowed_domains: tuple[str, ...] = ()
     denied_extensions: frozenset[str] = IGNORED_EXTENSIONS
     max_url_length: int = 2083
-    denied_patterns: tuple[str, ...] = ()
+    denied_patterns: tuple[str | re.Pattern[str], ...] = ()
     max_depth: int | None = None
     session_params: frozenset[str] = DEFAULT_SESSION_PARAMS
     traps: TrapRules = TrapRules()
@@ -196,9 +201,11 @@ class LinkRules:
         object.__setattr__(self, "allowed_domains", domains)
         object.__setattr__(self, "denied_extensions", frozenset(e.lower().lstrip(".") for e in self.denied_extensions))
         object.__setattr__(self, "session_params", frozenset(p.lower() for p in self.session_params))
-        for pattern in self.denied_patterns:
-            _compile("links denied_patterns", pattern)
-        joined = "|".join(f"(?:{p})" for p in self.denied_patterns)
+        sources = [p.pattern if isinstance(p, re.Pattern) else p for p in self.denied_patterns]
+        for source in sources:
+            _compile("links denied_patterns", source)
+        # One alternation: a single search per URL whatever the number of patterns.
+        joined = "|".join(f"(?:{p})" for p in sources)
         object.__setattr__(self, "denied_regex", re.compile(joined) if joined else None)
 
 
