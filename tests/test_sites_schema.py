@@ -157,6 +157,11 @@ def test_hosts_are_normalised_and_ips_accepted() -> None:
     assert site.allowed_domains == ("mini.example", "127.0.0.2", "::1")
 
 
+def test_parse_bytes_defaults_to_at_most_the_download_limit() -> None:
+    site = site_from_dict(dict(MINIMAL, limits={"max_download_bytes": 65536}))
+    assert site.limits.parse_bytes == 65536 and site.limits.max_download_bytes == 65536
+
+
 def test_sitemaps_alone_are_enough_to_start() -> None:
     doc = dict(MINIMAL, seeds=[], sitemaps=["http://mini.example/sitemap.xml"])
     assert site_from_dict(doc).seeds == ()

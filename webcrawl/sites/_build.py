@@ -200,10 +200,11 @@ def _field(parent: Table, key: str, value: Any, default_attr: str | None = None)
 
 def _limits(t: Table) -> Limits:
     d = Limits()
-    parse_bytes = t.number("parse_bytes", minimum=1024, maximum=_GIB, integer=True,
-                           default=d.parse_bytes, unit="bytes")
     download = t.number("max_download_bytes", minimum=1024, maximum=16 * _GIB, integer=True,
                         default=d.max_download_bytes, unit="bytes")
+    # Only an explicit parse_bytes can contradict max_download_bytes; the default follows it.
+    parse_bytes = t.number("parse_bytes", minimum=1024, maximum=_GIB, integer=True,
+                           default=min(d.parse_bytes, download), unit="bytes")
     if parse_bytes > download:
         raise t.error(t.at("parse_bytes"), parse_bytes,
                       f"at most max_download_bytes ({download})")
