@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import http.client
 import re
+import signal
 import socket
 import time
 from collections import deque
@@ -168,3 +169,15 @@ def test_generated_every_page_reachable_by_a_real_walk() -> None:
         host = urlsplit(seed_url).hostname
         assert {u for u in site.urls() if urlsplit(u).hostname == host} == \
             site.reachable([seed_url], same_host=True)
+
+
+def test_subprocess_generated_site_stops_on_sigint(tmp_path: Path) -> None:
+    with start_server_process("generated", 2, tmp_path / "log", seed=9, pages=30,
+                              min_kb=20, max_kb=30) as child:
+        urls = child.site.urls()
+        for url in urls:
+            status, _, body = fetch(url)
+            assert status == 200 and body == child.site.body(url)
+        assert sorted(e.path for e in child.read_log()) == sorted(urlsplit(u).path for u in urls)
+        child.process.send_signal(signal.SIGINT)
+        assert child.process.wait(timeout=10) == 0

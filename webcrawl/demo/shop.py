@@ -325,7 +325,16 @@ class ShopSite:
     # -- truth helpers for tests -----------------------------------------------------------------
 
     def now(self) -> float:
+        """Simulated time now."""
         return self.clock.time()
+
+    def product_version(self, i: int, t: float | None = None) -> int:
+        """Changes of product ``i`` up to simulated time ``t`` (default: now)."""
+        return self.catalog.version(i, self.now() if t is None else t)
+
+    def change_times(self, i: int, start: float, end: float) -> list[float]:
+        """Simulated times of product ``i``'s changes in ``(start, end]``."""
+        return self.catalog.change_times(i, start, end)
 
     def product_url(self, i: int) -> str:
         p = self.catalog.products[i]
