@@ -6,11 +6,13 @@ What the estimator needs from a page's visits (see estimate.py), kept in constan
   censored likelihood of those visits is ``exp(-rate * sum)``, so the sum is all it needs.
 - changed intervals (the record changed, we do not know how often): their likelihood term
   ``ln(1 - exp(-rate * t))`` depends on each ``t``, so no single sum suffices. We keep a histogram
-  over log2-spaced interval bins (60 s, 120 s, ... about 30 years; :data:`NBINS` bins), each with
-  the count and the sum of its intervals, and evaluate the term at the bin mean. A crawler's
+  over interval bins spaced by a factor sqrt(2) (60 s, 85 s, 120 s, ... about 30 years;
+  :data:`NBINS` bins), each with the count and the sum of its intervals, and evaluate the term
+  at the bin mean (a page uses a few bins, stored sparsely by :meth:`PageHistory.to_dict`). A crawler's
   intervals cluster (the planner revisits a page at a steady pace), so most pages use one or two
-  bins and the bin mean is then exact; across a factor-2 bin the term is so smooth that the
-  estimate moves by well under 1% (tests/test_revisit_history.py measures it).
+  bins and the bin mean is then exact; across a factor-sqrt(2) bin the term is so smooth that
+  the estimate moves by under 0.5% even for intervals spread evenly over many bins
+  (tests/test_revisit_history.py measures it).
 - exact observations: a changed visit on a host whose Last-Modified or sitemap lastmod proved
   reliable tells the time of the *last* change. Its likelihood is ``rate * exp(-rate * age)``
   (a change at that instant, none since; what happened before is irrelevant), i.e. one event
@@ -25,16 +27,17 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-#: Number of interval bins; bin b holds intervals in [60 * 2**b, 60 * 2**(b+1)) seconds
-#: (bin 0 also holds shorter ones, the last bin longer ones).
-NBINS = 24
+#: Number of interval bins; bin b holds intervals in [60 * 2**(b/2), 60 * 2**((b+1)/2)) seconds
+#: (bin 0 also holds shorter ones, the last bin, from about 30 years, longer ones).
+NBINS = 48
 BIN_BASE_SECONDS = 60.0
+BINS_PER_DOUBLING = 2
 
 
 def interval_bin(interval: ArrayLike) -> NDArray[np.intp]:
     """The histogram bin of each interval (seconds)."""
     t = np.maximum(np.asarray(interval, dtype=float), BIN_BASE_SECONDS)
-    return np.clip(np.floor(np.log2(t / BIN_BASE_SECONDS)), 0, NBINS - 1).astype(np.intp)
+    return np.clip(np.floor(BINS_PER_DOUBLING * np.log2(t / BIN_BASE_SECONDS)), 0, NBINS - 1).astype(np.intp)
 
 
 def _check(interval: float, change_age: float | None) -> None:
@@ -109,6 +112,10 @@ class PageHistory:
         return page
 
 
+_COLUMNS = ("visits", "changes", "seconds", "unchanged_seconds", "exact_changes", "exact_seconds",
+            "changed_counts", "changed_seconds")
+
+
 class HistoryTable:
     """The same statistics for ``n`` pages as numpy columns, updated in bulk.
 
@@ -164,6 +171,14 @@ class HistoryTable:
         b = interval_bin(t[cens])
         np.add.at(self.changed_counts, (idx[cens], b), 1)
         np.add.at(self.changed_seconds, (idx[cens], b), t[cens])
+
+    def take(self, index: ArrayLike) -> HistoryTable:
+        """A copy of the rows ``index`` (to estimate only the pages a cycle visited)."""
+        idx = np.asarray(index, dtype=np.intp)
+        out = HistoryTable(0)
+        for name in _COLUMNS:
+            setattr(out, name, getattr(self, name)[idx])
+        return out
 
     def page(self, i: int) -> PageHistory:
         """Row ``i`` as a :class:`PageHistory`."""
