@@ -144,6 +144,44 @@ CRAWL = textwrap.dedent(
 )
 
 
+def run_crawl(tmp_path: Path, urls: list[str], settings: dict) -> dict:
+    config = {"urls": urls, "stats": str(tmp_path / "stats.json"), "settings": {
+        "TWISTED_DNS_RESOLVER": "webcrawl.net.resolver.GuardedResolver",
+        "WEBCRAWL_ALLOWED_PRIVATE_NETWORKS": ["127.0.0.2/32"],
+        "DOWNLOADER_MIDDLEWARES": {"webcrawl.middlewares.ssrf.SSRFGuardMiddleware": 45},
+        "ROBOTSTXT_OBEY": False,
+        "TELNETCONSOLE_ENABLED": False,
+        "REMOTE_CONTROL_ENABLED": False,
+        "DOWNLOAD_TIMEOUT": 10,
+        "LOG_LEVEL": "WARNING",
+        **settings,
+    }}
+    config_path = tmp_path / "config.json"
+    config_path.write_text(json.dumps(config))
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])}
+    done = subprocess.run([sys.executable, "-c", CRAWL, str(config_path)], env=env,
+                          capture_output=True, text=True, timeout=50)
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
+    return json.loads((tmp_path / "stats.json").read_text())
+
+
+def test_robots_txt_redirected_inside_is_refused_and_disallows(tmp_path, sites, redis_url):
+    inside = f"http://127.0.0.3:{sites['inside'].port}"
+    sites["allowed"].routes = {"/robots.txt": (302, inside + "/robots.txt")}
+    stats = run_crawl(tmp_path, [f"http://127.0.0.2:{sites['allowed'].port}/page"], {
+        "DOWNLOADER_MIDDLEWARES": {"webcrawl.middlewares.ssrf.SSRFGuardMiddleware": 45,
+                                   "webcrawl.middlewares.robots.RobotsMiddleware": 100},
+        "WEBCRAWL_REDIS_URL": redis_url,
+        "WEBCRAWL_DATA_DIR": str(tmp_path / "data"),
+    })
+    assert sites["allowed"].log == ["/robots.txt"]
+    assert sites["inside"].log == []
+    assert stats["ssrf/refused/loopback"] == 1
+    assert stats["robotstxt/exception_count/IgnoreRequest"] == 1
+    assert stats["robotstxt/forbidden"] == 1
+
+
 def test_crawl_cannot_be_led_inside(tmp_path, sites):
     allowed = f"http://127.0.0.2:{sites['allowed'].port}"
     inside = f"http://127.0.0.3:{sites['inside'].port}"
@@ -163,27 +201,7 @@ def test_crawl_cannot_be_led_inside(tmp_path, sites):
         "http://169.254.169.254/latest/meta-data/",  # metadata, never connected to
         f"http://[::ffff:127.0.0.3]:{sites['inside'].port}/mapped",
     ]
-    config = {
-        "urls": urls,
-        "stats": str(tmp_path / "stats.json"),
-        "settings": {
-            "TWISTED_DNS_RESOLVER": "webcrawl.net.resolver.GuardedResolver",
-            "WEBCRAWL_ALLOWED_PRIVATE_NETWORKS": ["127.0.0.2/32"],
-            "DOWNLOADER_MIDDLEWARES": {"webcrawl.middlewares.ssrf.SSRFGuardMiddleware": 45},
-            "ROBOTSTXT_OBEY": False,
-            "TELNETCONSOLE_ENABLED": False,
-            "REMOTE_CONTROL_ENABLED": False,
-            "DOWNLOAD_TIMEOUT": 10,
-            "LOG_LEVEL": "WARNING",
-        },
-    }
-    config_path = tmp_path / "config.json"
-    config_path.write_text(json.dumps(config))
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])}
-    done = subprocess.run([sys.executable, "-c", CRAWL, str(config_path)], env=env,
-                          capture_output=True, text=True, timeout=50)
-    assert done.returncode == 0, done.stderr
-    stats = json.loads((tmp_path / "stats.json").read_text())
+    stats = run_crawl(tmp_path, urls, {})
 
     assert sorted(sites["allowed"].log) == ["/", "/landing", "/to-allowed", "/to-inside",
                                             "/to-name"]

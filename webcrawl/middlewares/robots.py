@@ -138,8 +138,10 @@ class RobotsMiddleware:
             max_bytes=settings.getint("WEBCRAWL_ROBOTS_MAX_BYTES", MIN_PARSE_BYTES),
             max_redirects=settings.getint("WEBCRAWL_ROBOTS_MAX_REDIRECTS", 5),
             max_crawl_delay=settings.getfloat("WEBCRAWL_ROBOTS_MAX_CRAWL_DELAY_SECONDS", 60.0),
-            pause_seconds=settings.getfloat("WEBCRAWL_ROBOTS_PAUSE_SECONDS",
-                                            settings.getfloat("DOWNLOAD_DELAY", 0.0)),
+            pause_seconds=settings.getfloat(
+                "WEBCRAWL_ROBOTS_PAUSE_SECONDS",
+                settings.getfloat("WEBCRAWL_DOMAIN_DELAY_SECONDS",
+                                  settings.getfloat("DOWNLOAD_DELAY", 0.0))),
             download=engine_download,
         )
 
