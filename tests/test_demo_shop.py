@@ -107,6 +107,10 @@ def test_served_record_is_the_truth_and_noise_changes_between_loads(frozen_shop)
         assert "?sid=" in b1.decode()
     assert site.product_index(site.product_url(57) + "?sid=abc") == 57
     assert site.product_index(server.base_url(0) + "/product/57/x") is None
+    moved = site.product_url(57).rsplit("/", 1)[0] + "/old-name"
+    assert site.product_index(moved) is None
+    status, headers, _ = fetch(moved)
+    assert (status, headers["Location"]) == (301, site.product_url(57))
 
 
 def test_listings_show_every_product_once_with_its_record(frozen_shop) -> None:

@@ -314,8 +314,8 @@ class ShopSite:
             if route in ("/cart", "/search"):
                 return self._html(host, now, route[1:].title(), "<p>Nothing here yet.</p>")
         if host in self.shards:
-            if m := re.fullmatch(r"/product/(\d+)/[a-z0-9-]+", route):
-                return self._product(host, int(m.group(1)), headers, now)
+            if m := re.fullmatch(r"/product/(\d+)/([a-z0-9-]+)", route):
+                return self._product(host, int(m.group(1)), m.group(2), headers, now)
             if route == "/":
                 return self._html(host, now, "Catalog", self._shard_main(host))
         if host == self.blog:
@@ -445,9 +445,11 @@ class ShopSite:
                 f'<ul class="listing">{"".join(items)}</ul><nav class="pages">{links}</nav>')
         return self._html(host, now, self.catalog.category_names[c], main)
 
-    def _product(self, host: str, i: int, headers: Headers, now: float) -> Response:
+    def _product(self, host: str, i: int, slug: str, headers: Headers, now: float) -> Response:
         if i >= len(self.catalog) or self.shards[i % len(self.shards)] != host:
             return self._not_found(host, now)
+        if slug != self.catalog.products[i].slug:  # old or mistyped slug: one canonical URL
+            return 301, {"Location": self.product_url(i), "Date": _http_date(now)}, b""
         version, last = self.catalog.version(i, now), self.catalog.last_change(i, now)
         validators = {"ETag": f'"p{i}-v{version}"', "Last-Modified": _http_date(last),
                       "Cache-Control": "no-cache"}
@@ -502,8 +504,10 @@ in stock: <span class="stock">{r["stock"]}</span></p>
                 route == self._post_path(int(m.group(1))) and int(m.group(1)) < self.blog_posts:
             rng = seeded(self.seed, "post", m.group(1))
             picks = rng.sample(range(len(self.catalog)), min(10, len(self.catalog)))
-            body = "".join(f'<p>{paragraph(rng, 5)} See <a href="{self._product_link(host, i)}">'
-                           f"{_esc(self.catalog.products[i].name)}</a>.</p>" for i in picks)
+            # The first link uses an outdated slug: old posts are how crawlers meet redirects.
+            body = "".join(f'<p>{paragraph(rng, 5)} See <a href="{self._product_link(host, i)}'
+                           f'{"-2025" if n == 0 else ""}">{_esc(self.catalog.products[i].name)}'
+                           "</a>.</p>" for n, i in enumerate(picks))
             return self._html(host, now, f"Post {m.group(1)}", f"<h1>Post {m.group(1)}</h1>{body}")
         if m := re.fullmatch(r"/calendar/(\d{1,4})/(\d{1,2})", route):
             year, month = int(m.group(1)), int(m.group(2))
