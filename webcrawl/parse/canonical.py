@@ -31,9 +31,9 @@ __all__ = ["Canonicalizer"]
 
 # scheme://authority path ?query #fragment, for http(s) only; the authority without user info,
 # IPv6 brackets or backslashes (those take the slow path).
-_ABSOLUTE = re.compile(r"([hH][tT][tT][pP][sS]?)://([^/?#\\@\[\]]+)([^?#]*)(?:\?([^#]*))?", re.S)
+_ABSOLUTE = re.compile(r"([hH][tT][tT][pP][sS]?)://([^/?#\\@\[\]]+)(?=[/?#]|\Z)([^?#]*)(?:\?([^#]*))?", re.S)
 # w3lib's output: any authority (user info, IPv6), no fragment.
-_CANONICAL = re.compile(r"(https?)://([^/?#]*)([^?#]*)(?:\?([^#]*))?", re.S)
+_CANONICAL = re.compile(r"(https?)://([^/?#]+)([^?#]*)(?:\?([^#]*))?", re.S)
 _HOST_PORT = re.compile(r"([a-z0-9](?:[a-z0-9.-]*[a-z0-9])?)(?::([1-9][0-9]{0,4})?)?")
 # Characters that w3lib's path quoting leaves as they are ("%" excluded: escapes get normalised).
 _PATH_PLAIN = re.compile(r"[A-Za-z0-9\-._~!$&'()*+,;=:@/]*")
@@ -163,7 +163,8 @@ class Canonicalizer:
                 if key.lower() not in session and not key.lower().startswith("aspsessionid"):
                     pairs.append((key, value))
         pairs.sort()
-        return "&".join(f"{k}={v}" for k, v in pairs)
+        # A value may hold "=", which quote_plus encodes.
+        return "&".join(f"{k}={v}" if "=" not in v else f"{k}={v.replace('=', '%3D')}" for k, v in pairs)
 
     def _query(self, query: str) -> str:
         """w3lib's query rule on any text: split on "&", unquote_plus to bytes, sort, quote_plus."""

@@ -14,9 +14,10 @@ canonicaliser then normalises (resolving dot segments, as RFC 3986's merge does)
 ``mailto:``, ...       ``None`` (not http or https)
 ====================  ===============================
 
-Anything else (whitespace or non-ASCII inside, backslashes, ``http:p`` without slashes) goes to
-``urllib.parse.urljoin`` before canonicalisation, so odd hrefs cost more but resolve as urljoin
-resolves them.
+Anything else (whitespace or non-ASCII inside, backslashes, ``http:p`` without slashes, an empty
+authority as in ``//`` or ``https://``) goes to ``urllib.parse.urljoin`` before canonicalisation,
+so odd hrefs cost more but resolve as urljoin resolves them. One deliberate difference: ``?``
+gives the base with an empty query (RFC 3986, browsers), where urljoin keeps the base's query.
 """
 
 from __future__ import annotations
@@ -84,13 +85,12 @@ class Base:
         if not href or href[0] == "#":
             return self.url
         if not _PLAIN_HREF.fullmatch(href):
-            try:
-                return self.canon.canonical(urljoin(self.url, href))
-            except ValueError:
-                return None
+            return self._urljoin(href)
         first = href[0]
         if first == "/":
             if href[1:2] == "/":
+                if href[2:3] in ("", "/", "?", "#"):
+                    return self._urljoin(href)  # empty authority: urljoin's reading
                 return self.canon.canonical(f"{self._scheme}:{href}")
             return self.canon.canonical(self._origin + href)
         if first == "?":
@@ -100,10 +100,14 @@ class Base:
             return self.canon.canonical(self._origin + self._dir + href)
         scheme = m.group().lower()
         if scheme in ("http:", "https:"):
-            if href[len(scheme) : len(scheme) + 2] == "//":
+            after = len(scheme)
+            if href[after : after + 2] == "//" and href[after + 2 : after + 3] not in ("", "/", "?", "#"):
                 return self.canon.canonical(href)
-            try:
-                return self.canon.canonical(urljoin(self.url, href))
-            except ValueError:
-                return None
+            return self._urljoin(href)  # "http:g", "https://": relative to the base, as urljoin says
         return None
+
+    def _urljoin(self, href: str) -> str | None:
+        try:
+            return self.canon.canonical(urljoin(self.url, href))
+        except ValueError:
+            return None
