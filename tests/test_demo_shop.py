@@ -222,3 +222,14 @@ def test_few_hosts_serve_every_role(hosts: int) -> None:
                     server.base_url(0) + "/calendar/2026/1", server.base_url(hosts - 1) + "/sitemap.xml"):
             assert fetch(url)[0] == 200, url
         assert fetch(server.base_url(0) + "/nowhere")[0] == 404
+
+
+def test_throttled_host_answers_429_with_retry_after() -> None:
+    site = ShopSite(seed=1, time_scale=FROZEN, products=20, throttle_hosts=(0,), throttle_seconds=30)
+    with MultiHostServer(site, hosts=3) as server:
+        assert fetch(server.base_url(0) + "/")[0] == 200
+        status, headers, _ = fetch(server.base_url(0) + "/")
+        assert (status, headers["Retry-After"]) == (429, "30")
+        assert fetch(server.base_url(0) + "/robots.txt")[0] == 200
+        assert fetch(site.product_url(0))[0] == fetch(site.product_url(0))[0] == 200  # other host
+        assert [e.status for e in server.log() if e.host == server.hosts[0]] == [200, 429, 200]

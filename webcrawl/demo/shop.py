@@ -257,7 +257,8 @@ class ShopSite:
     ``ignore_validators`` (always 200) or ``lying_validators`` (304 to any conditional request,
     changed or not). Hostile pages on the blog host: ``/files/report.html`` (binary body sent as
     text/html), ``/legacy/latin.html`` (invalid UTF-8), ``/calendar/<y>/<m>`` (endless months) and
-    ``/archive/everything.html`` (``large_page_kb`` KiB).
+    ``/archive/everything.html`` (``large_page_kb`` KiB). Hosts in ``throttle_hosts`` answer 429
+    with ``Retry-After`` to requests (robots.txt aside) closer than ``throttle_seconds`` apart.
     """
 
     def __init__(self, seed: int = 0, *, products: int = 200, categories: int = 10,
@@ -266,7 +267,8 @@ class ShopSite:
                  max_change_interval: float = 30 * DAY, never_change_share: float = 0.15,
                  large_page_kb: int = 3072, ignore_validators: tuple[int, ...] = (),
                  lying_validators: tuple[int, ...] = (), crawl_delay: float = 0.0,
-                 blog_posts: int = 12) -> None:
+                 blog_posts: int = 12, throttle_hosts: tuple[int, ...] = (),
+                 throttle_seconds: float = 1.0) -> None:
         if per_page < 1:
             raise ValueError(f"per_page must be >= 1, got {per_page!r}")
         self.seed, self.per_page, self.large_page_kb = seed, per_page, large_page_kb
@@ -275,6 +277,9 @@ class ShopSite:
         self.clock = SimClock(time_scale, epoch, clock_origin)
         self.ignore_validators, self.lying_validators = set(ignore_validators), set(lying_validators)
         self.crawl_delay, self.blog_posts = crawl_delay, blog_posts
+        self.throttle_hosts, self.throttle_seconds = set(throttle_hosts), throttle_seconds
+        self._last_served: dict[str, float] = {}
+        self._throttle_lock = threading.Lock()
         self.hosts: list[str] = []
         self.port = 0
         self._noise = random.Random()  # unseeded on purpose: noise must differ between loads
@@ -304,6 +309,9 @@ class ShopSite:
         route, query = parts.path, parse_qs(parts.query)
         if route == "/robots.txt":
             return self._text(self._robots(host), "text/plain")
+        if self._throttled(host):
+            return 429, {"Retry-After": str(math.ceil(self.throttle_seconds)),
+                         "Content-Type": "text/plain", "Date": _http_date(now)}, b"Slow down\n"
         if route == "/sitemap.xml":
             return self._text(self._sitemap(host, now), "application/xml")
         if host == self.www:
@@ -321,6 +329,17 @@ class ShopSite:
         if host == self.blog:
             return self._blog_route(host, route, now)
         return self._not_found(host, now)
+
+    def _throttled(self, host: str) -> bool:
+        """A throttled host serves one request per ``throttle_seconds`` (real time), else 429."""
+        if self.hosts.index(host) not in self.throttle_hosts:
+            return False
+        with self._throttle_lock:
+            now, last = time.monotonic(), self._last_served.get(host)
+            if last is not None and now - last < self.throttle_seconds:
+                return True
+            self._last_served[host] = now
+            return False
 
     # -- truth helpers for tests -----------------------------------------------------------------
 
