@@ -70,7 +70,7 @@ def robots(body: str, status: int = 200) -> dict[str, Route]:
 def redirects(hops: int, final: str) -> dict[str, Route]:
     chain = ["/robots.txt"] + [f"/r{i}" for i in range(1, hops + 1)]
     routes: dict[str, Route] = {
-        path: (301, {"Location": nxt}, b"") for path, nxt in zip(chain, chain[1:])
+        path: (301, {"Location": nxt}, b"") for path, nxt in zip(chain, chain[1:], strict=False)
     }
     routes[chain[-1]] = (200, {"Content-Type": "text/plain"}, final.encode())
     return routes

@@ -27,8 +27,8 @@ class TableResolver:
     def __init__(self, table: dict[str, list[str]]) -> None:
         self.table = table
 
-    def resolveHostName(self, receiver, hostName, portNumber=0, addressTypes=None,  # noqa: N802
-                        transportSemantics="TCP"):
+    def resolveHostName(self, receiver, hostName, portNumber=0, addressTypes=None,  # noqa: N802, N803
+                        transportSemantics="TCP"):  # noqa: N803
         resolution = HostResolution(hostName)
         receiver.resolutionBegan(resolution)
         for address in self.table.get(hostName, []):

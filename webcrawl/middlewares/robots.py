@@ -50,11 +50,11 @@ from webcrawl.robots.policy import (
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable
+    from typing import Self
 
     from scrapy.crawler import Crawler
     from scrapy.http import Response
     from scrapy.statscollectors import StatsCollector
-    from typing import Self
 
 logger = logging.getLogger(__name__)
 
@@ -177,20 +177,20 @@ class RobotsMiddleware:
         if pending is not None:
             return await maybe_deferred_to_future(_follow(pending))
         pending = self._pending[origin] = Deferred()
+        # What waiting requests get if this fetch dies (cancelled, Redis down): "unreachable".
+        policy = RobotsPolicy.disallow_all()
         try:
             # Another process may have fetched it meanwhile (the LRU missed, Redis may not).
-            policy = self.cache.get(origin)
-            if policy is None:
+            cached = self.cache.get(origin)
+            if cached is None:
                 verdict = await self._fetch(origin)
                 self.cache.put(origin, verdict)
                 policy = verdict.policy
                 delay = self._report_crawl_delay(origin, policy, request)
                 await _sleep(max(self.pause_seconds, delay))
             else:
+                policy = cached
                 self._report_crawl_delay(origin, policy, request)
-        except BaseException:
-            policy = RobotsPolicy.disallow_all()
-            raise
         finally:
             del self._pending[origin]
             pending.callback(policy)

@@ -13,10 +13,11 @@ intranet sites and tests). Each refusal has a reason, used as the stat suffix
 | ``link_local`` | 169.254.0.0/16, fe80::/10 |
 | ``private`` | RFC 1918, 100.64.0.0/10 (carrier-grade NAT), fc00::/7 (unique local) |
 | ``multicast`` | 224.0.0.0/4, ff00::/8 |
-| ``reserved`` | anything else that is not globally routable (documentation, benchmarking, 240/4...) |
+| ``reserved`` | anything else not globally routable (documentation, benchmarking, 240/4...) |
 
-IPv6 forms that embed an IPv4 address (IPv4-mapped ``::ffff:a.b.c.d``, IPv4-compatible ``::a.b.c.d``,
-NAT64 ``64:ff9b::/96``, 6to4 ``2002::/16``) are judged by the IPv4 address they lead to.
+IPv6 forms that embed an IPv4 address (IPv4-mapped ``::ffff:a.b.c.d``, IPv4-compatible
+``::a.b.c.d``, NAT64 ``64:ff9b::/96``, 6to4 ``2002::/16``) are judged by the IPv4 address they
+lead to.
 """
 
 from __future__ import annotations

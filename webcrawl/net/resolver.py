@@ -30,7 +30,6 @@ from twisted.internet.address import IPv4Address, IPv6Address
 from twisted.internet.interfaces import (
     IAddress,
     IHostnameResolver,
-    IHostResolution,
     IResolutionReceiver,
 )
 from zope.interface import implementer, provider
@@ -60,7 +59,9 @@ class Refusal:
 class GuardedResolver:
     """An ``IHostnameResolver`` that withholds answers containing a refused address."""
 
-    def __init__(self, reactor: Any, policy: AddressPolicy, inner: IHostnameResolver, *,
+    # zope interfaces are typed Any here: without the mypy-zope plugin mypy reads their methods
+    # as unbound functions.
+    def __init__(self, reactor: Any, policy: AddressPolicy, inner: Any, *,
                  refusal_seconds: float = 60.0) -> None:
         self.reactor = reactor
         self.policy = policy
@@ -95,25 +96,26 @@ class GuardedResolver:
 
     def resolveHostName(  # noqa: N802 (Twisted's interface)
         self,
-        resolutionReceiver: IResolutionReceiver,
-        hostName: str,
-        portNumber: int = 0,
-        addressTypes: Sequence[type[IAddress]] | None = None,
-        transportSemantics: str = "TCP",
-    ) -> IHostResolution:
+        resolutionReceiver: Any,  # noqa: N803 (Twisted's names, passed by keyword)
+        hostName: str,  # noqa: N803
+        portNumber: int = 0,  # noqa: N803
+        addressTypes: Sequence[type[IAddress]] | None = None,  # noqa: N803
+        transportSemantics: str = "TCP",  # noqa: N803
+    ) -> Any:
         guard = _GuardingReceiver(resolutionReceiver, hostName, self)
         started = self.inner.resolveHostName(
             guard, hostName, portNumber, addressTypes, transportSemantics
         )
         return guard.resolution or started
 
-    def _judge(self, host: str, addresses: list[IAddress]) -> list[IAddress]:
+    def _judge(self, host: str, addresses: list[Any]) -> list[Any]:
         """The addresses to hand on: all of them, or none if any is refused."""
         hosts = tuple(getattr(a, "host", "") for a in addresses)
         for text in hosts:
             reason = self.policy.refusal(text)
             if reason is not None:
-                self._remember(host, Refusal(reason, hosts, time.monotonic() + self.refusal_seconds))
+                until = time.monotonic() + self.refusal_seconds
+                self._remember(host, Refusal(reason, hosts, until))
                 logger.debug("SSRF guard: %s resolves to %s (%s): refused", host, text, reason)
                 return []
         self._refusals.pop(host.lower(), None)
@@ -130,18 +132,18 @@ class GuardedResolver:
 class _GuardingReceiver:
     """Buffers an answer and passes it on only once the whole of it has been judged."""
 
-    def __init__(self, receiver: IResolutionReceiver, host: str, guard: GuardedResolver) -> None:
+    def __init__(self, receiver: Any, host: str, guard: GuardedResolver) -> None:
         self.receiver = receiver
         self.host = host
         self.guard = guard
-        self.addresses: list[IAddress] = []
-        self.resolution: IHostResolution | None = None
+        self.addresses: list[IPv4Address | IPv6Address] = []
+        self.resolution: Any = None
 
-    def resolutionBegan(self, resolution: IHostResolution) -> None:  # noqa: N802
+    def resolutionBegan(self, resolution: Any) -> None:  # noqa: N802
         self.resolution = resolution
         self.receiver.resolutionBegan(resolution)
 
-    def addressResolved(self, address: IAddress) -> None:  # noqa: N802
+    def addressResolved(self, address: Any) -> None:  # noqa: N802
         if isinstance(address, (IPv4Address, IPv6Address)):
             self.addresses.append(address)
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from collections import OrderedDict
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from webcrawl.clock import Clock, SystemClock
 from webcrawl.robots.policy import MAX_CACHE_SECONDS, Kind, RobotsPolicy, Verdict
@@ -35,6 +35,10 @@ if TYPE_CHECKING:
 def robots_key(origin: str) -> str:
     """Redis key of an origin's answer (``origin`` is ``scheme://host:port``)."""
     return ROBOTS_PREFIX + origin
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
 
 
 class RobotsCache:
@@ -108,10 +112,10 @@ class RobotsCache:
             self.redis.delete(robots_key(origin))
 
     def _get_redis(self, origin: str, now: float) -> tuple[RobotsPolicy, float] | None:
-        raw = self.redis.hgetall(robots_key(origin)) if self.redis is not None else None
+        raw: dict[Any, Any] = self.redis.hgetall(robots_key(origin)) if self.redis else {}
         if not raw:
             return None
-        fields = {k.decode(): v.decode("utf-8", "replace") for k, v in raw.items()}
+        fields = {_text(k): _text(v) for k, v in raw.items()}
         try:
             kind = Kind(fields["kind"])
             fetched = float(fields["fetched"])

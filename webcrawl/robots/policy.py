@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import codecs
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 
 from protego import Protego
 
@@ -29,7 +29,7 @@ MIN_PARSE_BYTES = 500 * 1024
 MAX_CACHE_SECONDS = 24 * 3600.0
 
 
-class Kind(str, Enum):
+class Kind(StrEnum):
     RULES = "rules"
     ALLOW_ALL = "allow_all"
     DISALLOW_ALL = "disallow_all"
