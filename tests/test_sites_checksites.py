@@ -54,7 +54,8 @@ def test_one_line_per_broken_file_and_status_1(tmp_path: Path) -> None:
     run = checksites(tmp_path, "-s", f"WEBCRAWL_SITES_DIR={tmp_path}", "-s", "SHOP_PORT=1")
     assert run.returncode == 1
     a, b, c = (tmp_path / n for n in ("a.toml", "b.toml", "c.toml"))
-    twice = f"name: 'twin' is defined in {a} and {b}, expected each site name defined by one file only"
+    twice = (f"name: 'twin' is defined in {a} and {b}, expected each site name defined by one "
+             "file only")
     assert run.stdout.splitlines() == [*bundled_lines(), f"error {a}: {twice}",
                                        f"error {b}: {twice}", f"ok    {c} (other)"]
     run = checksites(tmp_path, "-s", f"WEBCRAWL_SITES_DIR={tmp_path}")

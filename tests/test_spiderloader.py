@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from scrapy import Request, Spider
+from scrapy import Request
 from scrapy.exceptions import UsageError
 from scrapy.settings import Settings
 from scrapy.spiderloader import get_spider_loader
@@ -178,10 +178,10 @@ def test_a_broken_file_is_left_out_of_the_list_and_fails_to_load(project: Projec
 def test_an_unparsable_file_fails_to_load_by_its_stem(project: Project) -> None:
     (project.sites / "torn.toml").write_text('name = "torn"\nseeds = [')
     loader = SiteSpiderLoader.from_settings(project.settings())
-    with pytest.raises(SiteLoadError, match="torn.toml: not valid TOML"):
+    with pytest.raises(SiteLoadError, match=r"torn\.toml: not valid TOML"):
         loader.load("torn")
     (project.sites / "torn.toml").write_text("= nothing")
-    with pytest.raises(SiteLoadError, match="torn.toml: not valid TOML"):
+    with pytest.raises(SiteLoadError, match=r"torn\.toml: not valid TOML"):
         SiteSpiderLoader.from_settings(project.settings()).load("torn")
 
 

@@ -12,6 +12,7 @@ usage error, exit status 2) before any request is made.
 
 from __future__ import annotations
 
+import builtins
 import os
 import warnings
 from dataclasses import replace
@@ -26,8 +27,7 @@ from webcrawl.spiders.site import SiteSpider
 
 if TYPE_CHECKING:
     from collections.abc import Callable
-
-    from typing_extensions import Self
+    from typing import Self
 
     from scrapy import Request, Spider
     from scrapy.settings import BaseSettings
@@ -63,7 +63,8 @@ def spider_class_for(site: SiteConfig) -> type[SiteSpider]:
     """
     base: Any = SiteSpider
     if site.spider is not None:
-        expected = "the dotted path of a Python class that subclasses webcrawl.spiders.site.SiteSpider"
+        expected = ("the dotted path of a Python class that subclasses "
+                    "webcrawl.spiders.site.SiteSpider")
         try:
             base = load_object(site.spider)
         except Exception as exc:  # user code: any import-time failure is a config error
@@ -72,7 +73,8 @@ def spider_class_for(site: SiteConfig) -> type[SiteSpider]:
                                           f"({type(exc).__name__}: {exc})") from None
         if not (isinstance(base, type) and issubclass(base, SiteSpider)):
             raise SiteConfigError(site.source, "spider", site.spider, expected,
-                                  problem=f"got {site.spider!r}, which is not a SiteSpider subclass")
+                                  problem=f"got {site.spider!r}, which is not a SiteSpider "
+                                          "subclass")
     # A subclass per site: two sites may share one Python spider class without sharing state.
     return type(base.__name__, (base,), {
         "__module__": base.__module__,
@@ -182,7 +184,7 @@ class SiteSpiderLoader:
         names = [n for n in self._python.list() if n not in self._broken and n not in self._sites]
         return names + list(self._sites)
 
-    def find_by_request(self, request: Request) -> list[str]:
+    def find_by_request(self, request: Request) -> builtins.list[str]:  # self.list shadows it
         """Names of the spiders whose allowed domains cover ``request``'s URL."""
         names = [n for n in self._python.find_by_request(request) if n not in self._sites]
         return names + [n for n, cls in self._sites.items() if cls.handles_request(request)]

@@ -6,6 +6,7 @@ same fields; keep the two in step.
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any
 from urllib.parse import urlsplit
@@ -108,12 +109,12 @@ def _budget(root: Table) -> Budget:
                          "cycle_seconds", problem="missing")
     t = root.table("budget", BUDGET_KEYS)
     r = t.table("reserve", RESERVE_KEYS)
-    share = {"minimum": 0, "maximum": 1, "unit": "share of the cycle budget"}
-    reserves = Reserves(
-        discovery=r.number("discovery", default=Reserves.discovery, **share),
-        reestimation=r.number("reestimation", default=Reserves.reestimation, **share),
-        verification=r.number("verification", default=Reserves.verification, **share),
-    )
+    def share(key: str) -> float:
+        return float(r.number(key, minimum=0, maximum=1, default=getattr(Reserves, key),
+                              unit="share of the cycle budget"))
+
+    reserves = Reserves(discovery=share("discovery"), reestimation=share("reestimation"),
+                        verification=share("verification"))
     if reserves.total >= 1:
         raise r.error(r.path, {k: getattr(reserves, k) for k in RESERVE_KEYS},
                       "shares that sum to less than 1 (the rest pays for scored revisits)",
@@ -138,7 +139,7 @@ def _page_types(root: Table) -> tuple[PageType, ...]:
         fields = _fields(t.table("fields", None))
         names = {f.name for f in fields}
         volatile = t.items("volatile", "names from this page type's fields",
-                           lambda p, v: _known(t, p, v, names))
+                           functools.partial(_known, t, names=names))
         listing = None
         if t.has("listing"):
             lt = t.table("listing", LISTING_KEYS)
@@ -159,7 +160,7 @@ def _page_types(root: Table) -> tuple[PageType, ...]:
     return tuple(page_types)
 
 
-def _known(t: Table, path: str, value: Any, names: set[str]) -> str:
+def _known(t: Table, path: str, value: Any, *, names: set[str]) -> str:
     if not isinstance(value, str) or value not in names:
         raise t.error(path, value, f"one of this page type's fields {sorted(names)}")
     return str(value)

@@ -107,7 +107,8 @@ def attribute(t: Table, path: str, value: Any) -> str:
 
 def extension(t: Table, path: str, value: Any) -> str:
     if not isinstance(value, str) or not _EXTENSION.fullmatch(value):
-        raise t.error(path, value, "a lower-case file extension without the leading dot, e.g. 'pdf'")
+        raise t.error(path, value,
+                      "a lower-case file extension without the leading dot, e.g. 'pdf'")
     return value
 
 

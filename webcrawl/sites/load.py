@@ -132,8 +132,9 @@ def _check_one(path: Path | Traversable, variables: Variables | None) -> SiteFil
         site = build_site(expand(document, source, _lookup(variables)), source)
     except SiteConfigError as error:
         declared = document.get("name") if isinstance(document, dict) else None
-        known = isinstance(declared, str) and bool(declared)
-        return SiteFile(source, declared if known else stem, error=error, declared=known)
+        if isinstance(declared, str) and declared:
+            return SiteFile(source, declared, error=error)
+        return SiteFile(source, stem, error=error, declared=False)
     return SiteFile(source, site.name, site=site)
 
 

@@ -47,10 +47,11 @@ TIER_NAMES: dict[str, int] = {"low": 1, "normal": 2, "high": 3, "critical": 4}
 # Scrapy's IGNORED_EXTENSIONS (copied: this floor does not import Scrapy) minus "rss", because
 # feeds are one of the cheap change signals a site may want followed.
 DEFAULT_DENIED_EXTENSIONS: frozenset[str] = frozenset("""
-    7z 7zip bz2 rar tar tar.gz xz zip mng pct bmp gif jpg jpeg png pst psp tif tiff ai drw dxf eps
-    ps svg cdr ico webp mp3 wma ogg wav ra aac mid au aiff 3gp asf asx avi mov mp4 mpg qt rm swf wmv
-    m4a m4v flv webm xls xlsm xlsx xltm xltx potm potx ppt pptm pptx pps doc docb docm docx dotm dotx
-    odt ods odg odp css pdf exe bin dmg iso apk jar sh rb js hta bat cpl msi msp py
+    7z 7zip bz2 rar tar tar.gz xz zip mng pct bmp gif jpg jpeg png pst psp tif tiff ai drw dxf
+    eps ps svg cdr ico webp mp3 wma ogg wav ra aac mid au aiff 3gp asf asx avi mov mp4 mpg qt rm
+    swf wmv m4a m4v flv webm xls xlsm xlsx xltm xltx potm potx ppt pptm pptx pps doc docb docm
+    docx dotm dotx odt ods odg odp css pdf exe bin dmg iso apk jar sh rb js hta bat cpl msi msp
+    py
 """.split())
 
 
