@@ -11,6 +11,7 @@ import pytest
 from webcrawl.store import (
     BodyReader,
     BodyWriter,
+    CorruptRecordError,
     Pointer,
     StoreError,
     StoreLockedError,
@@ -234,3 +235,33 @@ def test_missing_folder_and_segment(tmp_path: Path) -> None:
         with pytest.raises(StoreError, match="no segment 4"):
             reader.read(Pointer(4, 0, 100))
         assert reader.lookup("x") is None
+
+
+def test_headers_as_mapping_with_lists(tmp_path: Path) -> None:
+    headers = {"Set-Cookie": ["a=1", "b=2"], b"ETag": b'"x"', "Bad": "nul\0byte"}
+    with BodyWriter(tmp_path) as writer:
+        pointer = writer.append("u", b"b", fetch_time=1.0, headers=headers)  # Scrapy's Headers shape
+    with BodyReader(tmp_path) as reader:
+        assert reader.read(pointer).headers == (
+            ("Set-Cookie", "a=1"),
+            ("Set-Cookie", "b=2"),
+            ("ETag", '"x"'),
+            ("Bad", "nulbyte"),
+        )
+
+
+def test_bogus_pointers_fail_clearly(tmp_path: Path) -> None:
+    with BodyWriter(tmp_path) as writer:
+        pointer = writer.append("u", page(1), fetch_time=1.0)
+        writer.append("v", page(2), fetch_time=1.0)
+    with BodyReader(tmp_path) as reader:
+        with pytest.raises(CorruptRecordError, match="runs past the segment's end"):
+            reader.read(Pointer(0, 0, 10**12))  # must not try to allocate a terabyte
+        with pytest.raises(CorruptRecordError, match="bad magic"):
+            reader.read(Pointer(0, 5, pointer.length))
+        with pytest.raises(CorruptRecordError, match="pointer says otherwise"):
+            reader.read(Pointer(0, 0, pointer.length - 1))
+        with pytest.raises(CorruptRecordError, match="bad magic"):
+            reader.read_meta(Pointer(0, 7, 100))
+        with pytest.raises(CorruptRecordError, match="runs past the segment's end"):
+            reader.read_meta(Pointer(0, 0, 10**12))

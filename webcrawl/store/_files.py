@@ -1,4 +1,4 @@
-"""File names in a store folder and the fsync helpers that make them durable.
+"""File names in a store folder, its writer lock, and the write and fsync helpers.
 
 A store folder holds ``<id>.seg`` segments (ids count up from 0, zero-padded so a listing sorts),
 ``<id>.idx`` indexes of sealed segments, and a ``LOCK`` file a writer holds.

@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 import struct
 import zlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 import snappy
@@ -41,6 +41,8 @@ MAX_U32 = 0xFFFFFFFF
 _HEX = re.compile(r"(?:[0-9a-f]{2})+")
 
 Header = tuple[str | bytes, str | bytes]
+HeaderValue = str | bytes | list[str] | list[bytes] | tuple[str | bytes, ...]
+Headers = Mapping[str | bytes, HeaderValue] | Iterable[Header]
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +67,18 @@ def _header_bytes(value: str | bytes) -> bytes:
     return raw.replace(b"\0", b"")  # NUL separates the fields; it is not valid in HTTP anyway
 
 
+def encode_headers(headers: Headers | None) -> bytes:
+    """(name, value) pairs, or a mapping whose values may be lists (Scrapy's ``Headers``)."""
+    if headers is None:
+        return b""
+    pairs = headers.items() if isinstance(headers, Mapping) else headers
+    out = []
+    for name, value in pairs:
+        for one in value if isinstance(value, (list, tuple)) else (value,):
+            out.append(_header_bytes(name) + b"\0" + _header_bytes(one) + b"\0")
+    return b"".join(out)
+
+
 def encode(
     url: str,
     body: bytes,
@@ -72,7 +86,7 @@ def encode(
     status: int,
     content_hash: str,
     content_type: str,
-    headers: Iterable[Header] | None,
+    headers: Headers | None,
 ) -> tuple[bytes, bytes, bytes]:
     """A record as (head, payload, trailer): three buffers for one ``writev``, no body copy.
 
@@ -93,7 +107,7 @@ def encode(
     if len(hash_b) > 0xFF:
         raise ValueError(f"body store: content hash of {len(hash_b)} bytes is over the 255-byte limit")
     type_b = content_type.encode("latin-1", "replace")[:0xFF]
-    headers_b = b"".join(_header_bytes(k) + b"\0" + _header_bytes(v) + b"\0" for k, v in headers or ())
+    headers_b = encode_headers(headers)
     if len(body) > MAX_U32:
         raise ValueError(f"body store: body of {len(body)} bytes is over the 4 GiB limit")
     payload = snappy.compress(body) if body else b""

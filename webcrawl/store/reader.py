@@ -52,9 +52,18 @@ class BodyReader:
             os.close(self._fds.popitem(last=False)[1])
         return fd
 
-    def _fetch(self, pointer: Pointer) -> tuple[bytes, Head]:
-        data = os.pread(self._segment_fd(pointer.segment), pointer.length, pointer.offset)
+    def _open_checked(self, pointer: Pointer) -> int:
+        fd = self._segment_fd(pointer.segment)
+        size = os.fstat(fd).st_size
+        if pointer.offset + pointer.length > size:  # checked first: a bogus length must not allocate
+            path = str(_files.segment_path(self.folder, pointer.segment))
+            raise CorruptRecordError(pointer, f"record runs past the segment's end ({size} bytes)", path)
+        return fd
+
+    def _fetch(self, pointer: Pointer) -> tuple[memoryview, Head]:
+        fd = self._open_checked(pointer)
         path = str(_files.segment_path(self.folder, pointer.segment))
+        data = memoryview(os.pread(fd, pointer.length, pointer.offset))
         if len(data) < pointer.length:
             raise CorruptRecordError(pointer, f"segment ends {len(data)} bytes into the record", path)
         head = parse_head(data, 0, len(data))
@@ -75,7 +84,7 @@ class BodyReader:
         path = str(_files.segment_path(self.folder, pointer.segment))
         if not payload_ok(data, 0, head):
             raise CorruptRecordError(pointer, "payload checksum mismatch", path)
-        payload = memoryview(data)[head.payload_start : head.payload_start + head.payload_length]
+        payload = data[head.payload_start : head.payload_start + head.payload_length]
         try:
             body = decode_body(payload, head)
         except ValueError as exc:
@@ -90,7 +99,7 @@ class BodyReader:
         if not isinstance(pointer, Pointer):
             pointer = Pointer.parse(pointer)
         # Read the fixed part, then exactly the rest of the header: bodies can be megabytes.
-        fd = self._segment_fd(pointer.segment)
+        fd = self._open_checked(pointer)
         fixed = os.pread(fd, FIXED.size, pointer.offset)
         meta_len = sum(FIXED.unpack(fixed)[7:]) if len(fixed) == FIXED.size else 0
         rest = max(0, min(meta_len + 4, pointer.length - len(fixed)))

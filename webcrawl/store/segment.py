@@ -13,12 +13,12 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 
 from webcrawl.store import _files
-from webcrawl.store._format import Header, encode
+from webcrawl.store._format import Headers, encode
 from webcrawl.store._scan import scan_segment
 from webcrawl.store.errors import StoreError, StoreLockedError
 from webcrawl.store.index import Entry, encode_index, entry_of, load_index, url_key
@@ -168,12 +168,13 @@ class BodyWriter:
         status: int = 200,
         content_hash: str = "",
         content_type: str = "",
-        headers: Iterable[Header] | None = None,
+        headers: Headers | None = None,
     ) -> Pointer:
         """Store one body; return where it is. Durable per the fsync policy once this returns.
 
         ``content_hash`` is the caller's (record or body hash); lower-case hex is stored as bytes.
-        ``headers`` are (name, value) pairs, str or bytes, read back as latin-1 strings.
+        ``headers`` are (name, value) pairs or a mapping (values may be lists, as in Scrapy's
+        ``Headers``), str or bytes; they are read back as (name, value) latin-1 string pairs.
         ``ValueError`` when a field cannot be framed (see docs/store.md); ``OSError`` from the disk,
         after the partial record has been cut again so the segment stays well formed.
         """

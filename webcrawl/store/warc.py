@@ -74,7 +74,8 @@ def export_warc(
 def _write(reader: BodyReader, out: BinaryIO, as_of: float | None, gzip: bool, report: ExportReport) -> None:
     writer = WARCWriter(out, gzip=gzip)
     info = {"software": f"webcrawl/{webcrawl.__version__}", "format": "WARC File Format 1.0"}
-    writer.write_record(writer.create_warcinfo_record(getattr(out, "name", "export.warc"), info))
+    name = os.path.basename(str(getattr(out, "name", "export.warc")))
+    writer.write_record(writer.create_warcinfo_record(name, info))
     for pointer in reader.latest(as_of):
         try:
             stored = reader.read(pointer)
