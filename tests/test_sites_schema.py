@@ -173,7 +173,7 @@ def test_bundled_sites_are_valid_and_describe_the_demo_shop() -> None:
     demo = sites["demo"]
     assert isinstance(demo, SiteConfig)
     assert demo.seeds == ("http://127.0.0.2:8000/",)  # the placeholder's default port
-    assert set(demo.allowed_domains) == {"127.0.0.2", "127.0.0.3", "127.0.0.4"}
+    assert set(demo.allowed_domains) == {"127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5"}
     assert ipaddress.ip_network("127.0.0.0/8") in demo.allowed_private_networks
     assert demo.page_type_for("http://127.0.0.3:8000/product/7/alpine-kettle?sid=ab").name \
         == "product"
