@@ -110,7 +110,8 @@ CRAWL = textwrap.dedent(
     from scrapy.crawler import CrawlerProcess
     from webcrawl.middlewares.robots import RobotsMiddleware
 
-    config = json.load(open(sys.argv[1]))
+    with open(sys.argv[1]) as source:
+        config = json.load(source)
 
     class RecordingRobots(RobotsMiddleware):
         @classmethod
@@ -135,7 +136,7 @@ CRAWL = textwrap.dedent(
 
     settings = dict(config["settings"])
     settings["DOWNLOADER_MIDDLEWARES"] = {RecordingRobots: 100}
-    process = CrawlerProcess(settings=settings, install_root_handler=False)
+    process = CrawlerProcess(settings=settings)
     crawler = process.create_crawler(RobotsSpider)
     process.crawl(crawler)
     process.start()
@@ -182,6 +183,7 @@ def crawl(tmp_path: Path, urls: list[str], redis_url: str, run: str) -> dict:
     )
     assert done.returncode == 0, done.stderr
     assert "Traceback" not in done.stderr, done.stderr
+    assert "DeprecationWarning" not in done.stderr, done.stderr
     return json.loads(Path(config["stats"]).read_text())
 
 

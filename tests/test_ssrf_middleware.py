@@ -119,7 +119,8 @@ CRAWL = textwrap.dedent(
     from scrapy import Request, Spider
     from scrapy.crawler import CrawlerProcess
 
-    config = json.load(open(sys.argv[1]))
+    with open(sys.argv[1]) as source:
+        config = json.load(source)
 
     class SSRFSpider(Spider):
         name = "ssrf_e2e"
@@ -134,7 +135,7 @@ CRAWL = textwrap.dedent(
         def failed(self, failure):
             pass
 
-    process = CrawlerProcess(settings=config["settings"], install_root_handler=False)
+    process = CrawlerProcess(settings=config["settings"])
     crawler = process.create_crawler(SSRFSpider)
     process.crawl(crawler)
     process.start()
@@ -163,6 +164,7 @@ def run_crawl(tmp_path: Path, urls: list[str], settings: dict) -> dict:
                           capture_output=True, text=True, timeout=50)
     assert done.returncode == 0, done.stderr
     assert "Traceback" not in done.stderr, done.stderr
+    assert "DeprecationWarning" not in done.stderr, done.stderr
     return json.loads((tmp_path / "stats.json").read_text())
 
 
