@@ -23,6 +23,7 @@ from webcrawl.parse.rules import (
     ParseRules,
     TrapRules,
 )
+from webcrawl.parse.site import rules_for_site
 from webcrawl.parse.traps import TrapDetector
 
 __all__ = [
@@ -46,4 +47,5 @@ __all__ = [
     "extract_links",
     "extract_listing",
     "prepare_body",
+    "rules_for_site",
 ]
