@@ -15,10 +15,10 @@ from webcrawl.store import (
     Pointer,
     StoreError,
     StoreLockedError,
+    _files,
     body_hash,
     verify,
 )
-from webcrawl.store import _files
 
 
 def page(i: int, size: int = 30_000) -> bytes:
@@ -33,7 +33,11 @@ def page(i: int, size: int = 30_000) -> bytes:
 
 @pytest.mark.parametrize("fsync", ["always", "batch", "never"])
 def test_round_trip(tmp_path: Path, fsync: str) -> None:
-    headers = [("Content-Type", "text/html; charset=utf-8"), (b"ETag", b'"abc"'), ("X-Empty", "")]
+    headers: list[tuple[str | bytes, str | bytes]] = [
+        ("Content-Type", "text/html; charset=utf-8"),
+        (b"ETag", b'"abc"'),
+        ("X-Empty", ""),
+    ]
     with BodyWriter(tmp_path, fsync=fsync, batch_records=3) as writer:
         pointers = [
             writer.append(
@@ -238,7 +242,11 @@ def test_missing_folder_and_segment(tmp_path: Path) -> None:
 
 
 def test_headers_as_mapping_with_lists(tmp_path: Path) -> None:
-    headers = {"Set-Cookie": ["a=1", "b=2"], b"ETag": b'"x"', "Bad": "nul\0byte"}
+    headers: dict[str | bytes, str | bytes | list[str]] = {
+        "Set-Cookie": ["a=1", "b=2"],
+        b"ETag": b'"x"',
+        "Bad": "nul\0byte",
+    }
     with BodyWriter(tmp_path) as writer:
         pointer = writer.append("u", b"b", fetch_time=1.0, headers=headers)  # Scrapy's Headers shape
     with BodyReader(tmp_path) as reader:

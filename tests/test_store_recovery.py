@@ -9,12 +9,12 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from webcrawl.store import BodyReader, BodyWriter, CorruptRecordError, Pointer, verify
-from webcrawl.store import _files
+from webcrawl.store import BodyReader, BodyWriter, CorruptRecordError, Pointer, _files, verify
 from webcrawl.store._format import FIXED
 
 REPO = Path(__file__).resolve().parent.parent
@@ -91,8 +91,8 @@ def test_kill_9_during_writes(tmp_path: Path) -> None:
     assert (after.ok, after.torn_bytes) == (True, 0)
     assert after.records_ok == before.records_ok + 1
     with BodyReader(tmp_path) as reader:
-        for i, pointer in acked.items():
-            assert reader.read(pointer).body == child_body(i)
+        for seq, pointer in acked.items():
+            assert reader.read(pointer).body == child_body(seq)
         assert reader.read(after_crash).body == b"after the crash"
         newest = max(acked)
         last = reader.lookup(f"https://example.com/{newest % 50}")
@@ -170,8 +170,10 @@ def flip(path: Path, offset: int) -> None:
     ],
 )
 @pytest.mark.parametrize("sealed", [False, True], ids=["active-segment", "sealed-segment"])
-def test_flipped_byte_is_detected(tmp_path: Path, where: object, sealed: bool) -> None:
-    offset_of, header_intact = where  # type: ignore[misc]
+def test_flipped_byte_is_detected(
+    tmp_path: Path, where: tuple[Callable[[Pointer], int], bool], sealed: bool
+) -> None:
+    offset_of, header_intact = where
     pointers = write_records(tmp_path, 9, segment_bytes=1_000 if sealed else 10**6)
     victim = pointers[4]
     if sealed:

@@ -6,7 +6,7 @@ import io
 from pathlib import Path
 
 import pytest
-from warcio.archiveiterator import ArchiveIterator
+from warcio.archiveiterator import ArchiveIterator  # type: ignore[import-untyped]
 
 from webcrawl.store import BodyWriter, export_warc
 

@@ -6,8 +6,11 @@ A store folder holds ``<id>.seg`` segments (ids count up from 0, zero-padded so 
 
 from __future__ import annotations
 
+import fcntl
 import os
 from pathlib import Path
+
+from webcrawl.store.errors import StoreLockedError
 
 SEGMENT_SUFFIX = ".seg"
 INDEX_SUFFIX = ".idx"
@@ -54,3 +57,28 @@ def write_atomically(path: Path, data: bytes, durable: bool) -> None:
     os.replace(tmp, path)
     if durable:
         fsync_dir(path.parent)
+
+
+def lock_folder(folder: Path) -> int:
+    """Take the folder's writer lock; the returned fd holds it until closed (or the process dies)."""
+    fd = os.open(folder / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise StoreLockedError(
+            f"body store {folder} has a writer already (LOCK is held); "
+            "one writer per folder: give each process its own folder"
+        ) from None
+    return fd
+
+
+def write_all(fd: int, buffers: list[bytes]) -> None:
+    """``writev`` until every byte is written (a regular file may take fewer, e.g. near a full disk)."""
+    views = [memoryview(b) for b in buffers if b]
+    while views:
+        written = os.writev(fd, views)
+        while views and written >= len(views[0]):
+            written -= len(views.pop(0))
+        if written:
+            views[0] = views[0][written:]

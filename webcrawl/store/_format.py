@@ -23,7 +23,7 @@ import zlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-import snappy
+import snappy  # type: ignore[import-untyped]
 
 from webcrawl.store.records import Pointer, RecordMeta
 
@@ -179,7 +179,7 @@ def payload_ok(buf: bytes | memoryview, start: int, head: Head) -> bool:
     p0 = start + head.payload_start
     p1 = p0 + head.payload_length
     (stored,) = CRC.unpack_from(buf, p1)
-    return zlib.crc32(buf[p0:p1]) == stored
+    return bool(zlib.crc32(buf[p0:p1]) == stored)
 
 
 def decode_body(payload: bytes | memoryview, head: Head) -> bytes:
@@ -189,7 +189,7 @@ def decode_body(payload: bytes | memoryview, head: Head) -> bytes:
     else:
         try:
             body = snappy.decompress(bytes(payload))
-        except Exception as exc:  # snappy and cramjam raise their own classes
+        except snappy.UncompressError as exc:
             raise ValueError(f"snappy decompression failed: {exc}") from None
     if len(body) != head.body_length:
         raise ValueError(f"body is {len(body)} bytes, header says {head.body_length}")

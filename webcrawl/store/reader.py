@@ -14,6 +14,7 @@ from collections import OrderedDict
 from collections.abc import Iterator
 from pathlib import Path
 from types import TracebackType
+from typing import Self
 
 from webcrawl.store import _files
 from webcrawl.store._format import FIXED, Head, decode_body, meta_of, parse_head, payload_ok
@@ -159,7 +160,7 @@ class BodyReader:
         while self._fds:
             os.close(self._fds.popitem()[1])
 
-    def __enter__(self) -> BodyReader:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(

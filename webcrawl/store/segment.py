@@ -8,7 +8,6 @@ index sidecar is missing (a crash between sealing and writing it) gets one rebui
 
 from __future__ import annotations
 
-import fcntl
 import logging
 import os
 import threading
@@ -16,11 +15,12 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
+from typing import Self
 
 from webcrawl.store import _files
 from webcrawl.store._format import Headers, encode
 from webcrawl.store._scan import scan_segment
-from webcrawl.store.errors import StoreError, StoreLockedError
+from webcrawl.store.errors import StoreError
 from webcrawl.store.index import Entry, encode_index, entry_of, load_index, url_key
 from webcrawl.store.records import Damage, Pointer, VerifyReport
 
@@ -28,17 +28,6 @@ logger = logging.getLogger(__name__)
 
 FSYNC_POLICIES = ("always", "batch", "never")
 DEFAULT_SEGMENT_BYTES = 64 * 1024 * 1024
-
-
-def _write_all(fd: int, buffers: list[bytes]) -> None:
-    """``writev`` until every byte is written (a regular file may take fewer, e.g. near a full disk)."""
-    views = [memoryview(b) for b in buffers if b]
-    while views:
-        written = os.writev(fd, views)
-        while views and written >= len(views[0]):
-            written -= len(views.pop(0))
-        if written:
-            views[0] = views[0][written:]
 
 
 class BodyWriter:
@@ -84,7 +73,7 @@ class BodyWriter:
         self.body_bytes_written = 0  # uncompressed
         self.bytes_written = 0  # on disk, framing included
         self.folder.mkdir(parents=True, exist_ok=True)
-        self._lock_fd = self._take_lock()
+        self._lock_fd = _files.lock_folder(self.folder)
         self._fd: int | None = None
         self._entries: list[Entry] = []
         self._size = 0
@@ -95,18 +84,6 @@ class BodyWriter:
         except BaseException:
             os.close(self._lock_fd)
             raise
-
-    def _take_lock(self) -> int:
-        fd = os.open(self.folder / _files.LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            raise StoreLockedError(
-                f"body store {self.folder} has a writer already (LOCK is held); "
-                "one writer per folder: give each process its own folder"
-            ) from None
-        return fd
 
     def _recover(self) -> VerifyReport:
         report = VerifyReport()
@@ -188,7 +165,7 @@ class BodyWriter:
             assert self._fd is not None
             offset = self._size
             try:
-                _write_all(self._fd, [head, payload, trailer])
+                _files.write_all(self._fd, [head, payload, trailer])
             except BaseException:
                 os.ftruncate(self._fd, offset)
                 raise
@@ -248,7 +225,7 @@ class BodyWriter:
             os.close(self._lock_fd)
             self._lock_fd = -1
 
-    def __enter__(self) -> BodyWriter:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(

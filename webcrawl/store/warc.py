@@ -7,12 +7,12 @@ import io
 import logging
 import os
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import BinaryIO
 
-from warcio.statusandheaders import StatusAndHeaders
-from warcio.timeutils import datetime_to_iso_date
-from warcio.warcwriter import WARCWriter
+from warcio.statusandheaders import StatusAndHeaders  # type: ignore[import-untyped]
+from warcio.timeutils import datetime_to_iso_date  # type: ignore[import-untyped]
+from warcio.warcwriter import WARCWriter  # type: ignore[import-untyped]
 
 import webcrawl
 from webcrawl.store.errors import CorruptRecordError
@@ -83,7 +83,7 @@ def _write(reader: BodyReader, out: BinaryIO, as_of: float | None, gzip: bool, r
             logger.warning("WARC export: %s; left out", exc)
             report.skipped.append(pointer)
             continue
-        date = datetime_to_iso_date(datetime.fromtimestamp(stored.fetch_time, timezone.utc))
+        date = datetime_to_iso_date(datetime.fromtimestamp(stored.fetch_time, UTC))
         record = writer.create_warc_record(
             stored.url,
             "response",
