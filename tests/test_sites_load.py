@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import re
 from importlib import resources
 from pathlib import Path
 
@@ -152,3 +153,24 @@ def test_an_expanded_value_is_still_validated() -> None:
         parse_site(text, "a.toml", {"PORT": "port"})
     assert str(info.value) == ("a.toml: seeds[0]: got 'http://127.0.0.2:port/', expected an "
                                "absolute http:// or https:// URL")
+
+
+DOCS = Path(__file__).resolve().parent.parent / "docs" / "sites.md"
+
+
+def test_the_documented_example_is_valid() -> None:
+    text = DOCS.read_text(encoding="utf-8")
+    example = text.split("## Example", 1)[1].split("```toml\n", 1)[1].split("```", 1)[0]
+    site = parse_site(example, "docs/sites.md", {})
+    assert site.name == "shop" and [p.name for p in site.page_types] == ["product", "category"]
+
+
+def test_every_key_of_the_format_is_documented() -> None:
+    from webcrawl.sites import _build
+
+    text = DOCS.read_text(encoding="utf-8")
+    keys = {k for name in dir(_build) if name.endswith("_KEYS") for k in getattr(_build, name)}
+    # As `key`, `[key]`, `[[key]]`, `key.sub` or `table.key` in the reference.
+    missing = sorted(k for k in keys
+                     if not re.search(r"[`.\[]" + re.escape(k) + r"[`.\]]", text))
+    assert missing == []
