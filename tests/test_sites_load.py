@@ -174,3 +174,24 @@ def test_every_key_of_the_format_is_documented() -> None:
     missing = sorted(k for k in keys
                      if not re.search(r"[`.\[]" + re.escape(k) + r"[`.\]]", text))
     assert missing == []
+
+
+def test_bundled_files_are_read_from_a_zipped_egg(tmp_path: Path) -> None:
+    """scrapyd runs the project from a zipped egg: the site files must come with the package."""
+    import subprocess
+    import sys
+    import zipfile
+
+    package = Path(__file__).resolve().parent.parent / "webcrawl"
+    egg = tmp_path / "webcrawl.egg"
+    with zipfile.ZipFile(egg, "w") as z:
+        for path in package.rglob("*"):
+            if path.is_file() and "__pycache__" not in path.parts:
+                z.write(path, path.relative_to(package.parent).as_posix())
+    code = ("import webcrawl.sites as s; from webcrawl.sites import load_sites;"
+            f"assert s.__file__.startswith({str(egg)!r}), s.__file__;"
+            "print(' '.join(sorted(load_sites(variables={}))))")
+    run = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, PYTHONPATH=str(egg)),
+                         cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    assert {"books", "demo"} <= set(run.stdout.split())
