@@ -220,3 +220,27 @@ def test_lost_or_damaged_index_sidecar(tmp_path: Path) -> None:
         assert writer.recovery.records_ok >= 2
     assert lost.exists()
     assert verify(tmp_path).ok
+
+
+def test_stale_sidecar_of_last_segment_is_dropped(tmp_path: Path) -> None:
+    pointers = write_records(tmp_path, 5, segment_bytes=500)
+    last = pointers[-1].segment
+    sealed = _files.index_path(tmp_path, last - 1)
+    # A sidecar for the active segment that covers fewer bytes than it holds.
+    _files.index_path(tmp_path, last).write_bytes(sealed.read_bytes())
+    assert not verify(tmp_path).ok
+    with BodyWriter(tmp_path, segment_bytes=500) as writer:
+        assert writer.recovery.records_ok == sum(p.segment == last for p in pointers)
+        assert writer.append("x", b"y", fetch_time=9.0).segment >= last
+    assert verify(tmp_path).ok
+    with BodyReader(tmp_path) as reader:
+        assert reader.lookup("https://example.com/4").pointer == pointers[-1]  # type: ignore[union-attr]
+
+
+def test_verify_catches_a_sidecar_of_the_wrong_records(tmp_path: Path) -> None:
+    write_records(tmp_path, 6, segment_bytes=500)  # three segments of two same-sized records
+    index0, index1 = _files.index_path(tmp_path, 0), _files.index_path(tmp_path, 1)
+    index1.write_bytes(index0.read_bytes())  # right size, wrong URLs
+    report = verify(tmp_path)
+    assert report.corrupt == [] and report.records_ok == 6
+    assert report.index_errors == [f"{index1.name}: 2 entries match no record, 2 records are not indexed"]

@@ -119,6 +119,9 @@ class BodyWriter:
                 )  # fmt: skip
                 os.truncate(path, scan.good_end)
                 report.torn_bytes += scan.torn_bytes
+            # A sidecar that does not cover the last segment (only tampering or a power loss that
+            # reordered writes can leave one) must not outlive it: the segment stays active.
+            _files.index_path(self.folder, segment).unlink(missing_ok=True)
             self._segment, self._size, self._entries = segment, scan.good_end, entries
             self._fd = os.open(path, os.O_WRONLY | os.O_APPEND)
             if scan.torn_bytes and self.fsync != "never":

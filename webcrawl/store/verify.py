@@ -8,7 +8,7 @@ from pathlib import Path
 
 from webcrawl.store import _files
 from webcrawl.store._scan import scan_segment
-from webcrawl.store.index import load_index
+from webcrawl.store.index import entry_of, load_index
 from webcrawl.store.records import Damage, VerifyReport
 
 logger = logging.getLogger(__name__)
@@ -47,17 +47,17 @@ def verify(folder: str | os.PathLike[str], *, decompress: bool = True) -> Verify
             if entries is None:
                 report.index_errors.append(f"{index_file.name}: damaged, or stale for a {scan.size}-byte segment")
                 continue
-            indexed = {pointer for _, _, pointer in entries}
-            good = {r.pointer for r in scan.records}
+            indexed = set(entries)
+            good = {entry_of(r) for r in scan.records}
             # A sidecar may point into damage (the record rotted after sealing); nowhere else.
             unknown = [
-                p for p in indexed - good
+                p for _, _, p in indexed - good
                 if not any(d.offset <= p.offset < d.offset + d.length for d in scan.damage)
             ]
             missing = good - indexed
             if unknown or missing:
                 report.index_errors.append(
-                    f"{index_file.name}: {len(unknown)} entries point at no record, "
+                    f"{index_file.name}: {len(unknown)} entries match no record, "
                     f"{len(missing)} records are not indexed"
                 )
     for damage in report.corrupt:
