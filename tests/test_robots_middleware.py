@@ -20,6 +20,7 @@ from scrapy.exceptions import IgnoreRequest
 from scrapy.http import Request
 
 from webcrawl.middlewares.robots import RobotsMiddleware, origin_of
+from webcrawl.robots import RobotsPolicy
 from webcrawl.robots.cache import RobotsCache
 
 Route = tuple[int, dict[str, str], bytes]
@@ -308,3 +309,35 @@ def test_cached_answers_decide_without_fetching():
         run("http://a.example/x/1")
     run("http://a.example/x/1".replace("http://a.example", "ftp://a.example"))
     assert mw.stats.values == {"robotstxt/cache/hit": 2, "robotstxt/forbidden": 1}
+
+
+def _drive(coroutine) -> None:
+    """Run a coroutine whose awaits all complete at once (no reactor needed)."""
+    try:
+        coroutine.send(None)
+    except StopIteration:
+        return
+    raise AssertionError("the coroutine waited")
+
+
+def test_a_fetch_cut_short_by_shutdown_is_not_cached():
+    async def stopping(request: Request):
+        raise RuntimeError("No open spider to crawl")
+
+    cache = RobotsCache(None)
+    mw = build(cache, download=stopping)
+    with pytest.raises(IgnoreRequest):
+        _drive(mw.process_request(Request("http://a.example/x")))
+    assert cache.get("http://a.example:80") is None
+    assert mw.stats.values["robotstxt/exception_count/RuntimeError"] == 1
+
+
+def test_a_network_failure_is_cached_as_disallow():
+    async def refused(request: Request):
+        raise ConnectionRefusedError("nobody home")
+
+    cache = RobotsCache(None)
+    mw = build(cache, download=refused, error_ttl=60)
+    with pytest.raises(IgnoreRequest):
+        _drive(mw.process_request(Request("http://a.example/x")))
+    assert cache.get("http://a.example:80") == RobotsPolicy.disallow_all()

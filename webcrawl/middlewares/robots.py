@@ -35,7 +35,7 @@ from scrapy.http.request import NO_CALLBACK
 from scrapy.utils.asyncio import call_later
 from scrapy.utils.defer import maybe_deferred_to_future
 from scrapy.utils.httpobj import urlparse_cached
-from twisted.internet.defer import Deferred
+from twisted.internet.defer import CancelledError, Deferred
 
 from webcrawl.robots.cache import RobotsCache
 from webcrawl.robots.policy import (
@@ -214,7 +214,12 @@ class RobotsMiddleware:
         self.stats.inc_value("robotstxt/request_count")
         try:
             response = await self.download(robots_request)
-        except Exception as exc:  # every failure means "unreachable": disallow for a while
+        except (CancelledError, RuntimeError) as exc:
+            # The crawl is stopping (download cancelled, no open spider): this says nothing about
+            # the site, so the request is refused without caching anything.
+            self.stats.inc_value(f"robotstxt/exception_count/{type(exc).__name__}")
+            return Verdict(RobotsPolicy.disallow_all(), 0.0, None)
+        except Exception as exc:  # every other failure means "unreachable": disallow for a while
             self.stats.inc_value(f"robotstxt/exception_count/{type(exc).__name__}")
             logger.debug("robots.txt of %s unreachable: %r", origin, exc)
             return verdict_for_error(error_ttl=self.error_ttl)
