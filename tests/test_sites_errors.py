@@ -59,6 +59,7 @@ CASES: list[tuple[str, Any, str]] = [
      f"allowed_domains[0]: got 'https://shop.example', expected {HOST}"),
     ("allowed_domains[0]", "shop.example:8080",
      f"allowed_domains[0]: got 'shop.example:8080', expected {HOST}"),
+    ("allowed_domains[0]", "0.0.2", f"allowed_domains[0]: got '0.0.2', expected {HOST}"),
     ("allowed_domains", [], "allowed_domains: got [], expected a list of host names "
      "(at least one)"),
     # choices

@@ -54,7 +54,9 @@ def host(t: Table, path: str, value: Any) -> str:
     except ValueError:
         pass
     labels = name.split(".")
-    if not name or len(name) > 253 or not all(_HOST_LABEL.fullmatch(x) for x in labels):
+    # An all-digit last label is no DNS name: "0.0.2" would otherwise cover "127.0.0.2".
+    if (not name or len(name) > 253 or labels[-1].isdigit()
+            or not all(_HOST_LABEL.fullmatch(x) for x in labels)):
         raise t.error(path, value, expected)
     return name
 
