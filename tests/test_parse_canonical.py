@@ -240,3 +240,14 @@ def test_python_docs_links_match_w3lib() -> None:
             assert base.join(href) == join_reference(url, href), (url, href)
             checked += 1
     assert checked > 10_000
+
+
+def test_directory_memo_never_leaks_page_dependent_results() -> None:
+    """Two pages of one directory share the href memo; hrefs whose result depends on more
+    than the directory (the page path, its query) must not come from it."""
+    canon = Canonicalizer()
+    first = Base(canon, "http://e.com/d/one.html?p=1")
+    second = Base(canon, "http://e.com/d/two.html?p=2")
+    for href in ["?q=1", "", "#x", "https://", "//", "http:?x", "http:", " ?y", "x.html", "/abs", "é.html"]:
+        first.join(href)
+        assert second.join(href) == join_reference(second.url, href), href

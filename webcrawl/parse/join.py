@@ -74,37 +74,39 @@ class Base:
             return self.memo[href]
         except KeyError:
             pass
-        url = self._join(href)
-        if href[:1] not in ("#", "?", "") and not href[:1].isspace():
-            # Resolution of this href depends on the base directory only.
+        url, directory_only = self._join(href)
+        if directory_only:
             self.canon.remember(self.memo, href, url)
         return url
 
-    def _join(self, href: str) -> str | None:
+    def _join(self, href: str) -> tuple[str | None, bool]:
+        """The result, and whether it depends on the base directory alone (memoisable)."""
         href = href.strip(_HTML_SPACE)
         if not href or href[0] == "#":
-            return self.url
+            return self.url, False
         if not _PLAIN_HREF.fullmatch(href):
-            return self._urljoin(href)
+            return self._urljoin(href), False
+        canonical = self.canon.canonical
         first = href[0]
         if first == "/":
             if href[1:2] == "/":
                 if href[2:3] in ("", "/", "?", "#"):
-                    return self._urljoin(href)  # empty authority: urljoin's reading
-                return self.canon.canonical(f"{self._scheme}:{href}")
-            return self.canon.canonical(self._origin + href)
+                    return self._urljoin(href), False  # empty authority: urljoin's reading
+                return canonical(f"{self._scheme}:{href}"), True
+            return canonical(self._origin + href), True
         if first == "?":
-            return self.canon.canonical(self._origin + self._path + href)
+            return canonical(self._origin + self._path + href), False
         m = _SCHEME.match(href)
         if m is None:
-            return self.canon.canonical(self._origin + self._dir + href)
+            return canonical(self._origin + self._dir + href), True
         scheme = m.group().lower()
         if scheme in ("http:", "https:"):
             after = len(scheme)
             if href[after : after + 2] == "//" and href[after + 2 : after + 3] not in ("", "/", "?", "#"):
-                return self.canon.canonical(href)
-            return self._urljoin(href)  # "http:g", "https://": relative to the base, as urljoin says
-        return None
+                return canonical(href), True
+            # "http:g", "https://": relative to the base, as urljoin reads them.
+            return self._urljoin(href), False
+        return None, True
 
     def _urljoin(self, href: str) -> str | None:
         try:
