@@ -1,25 +1,17 @@
-"""Downloader middleware obeying robots.txt per RFC 9309; replaces Scrapy's RobotsTxtMiddleware.
+"""Downloader middleware obeying robots.txt per RFC 9309; replaces Scrapy's RobotsTxtMiddleware
+(which fails open and never expires its answers). See docs/robots-and-safety.md.
 
-Scrapy's middleware fails open (a robots.txt that cannot be fetched allows everything) and keeps
-its answers for the life of the process. This one:
-
-- looks the request's origin (``scheme://host:port``) up in the shared :class:`RobotsCache`
-  (in-process LRU, then Redis); on a miss it fetches ``/robots.txt`` once per origin per process,
-  however many requests wait for it, and stores the answer for every process;
-- fetches through the crawl: the robots request goes through ``engine.download_async`` and so
-  through every downloader middleware (the SSRF guard, cost accounting, redirects: at least 5 and at
-  most 10 followed) and the downloader's slot for the domain; it carries
-  ``meta["webcrawl_purpose"] = "robots"``. Because that path bypasses the scheduler, the requests
-  that waited for the answer then wait one more politeness interval (``pause_seconds``, raised to
-  the file's Crawl-delay) so that the robots fetch uses up a slot of the domain like any request;
-- applies RFC 9309's status rules (:func:`verdict_for_response`): 4xx allows all, 5xx / 429 /
-  network errors disallow all until ``error_ttl`` seconds have passed, then it fetches again;
-- reports a Crawl-delay through :meth:`on_crawl_delay` (capped by ``max_crawl_delay``).
+Contract: a request whose origin's robots.txt disallows it raises ``IgnoreRequest``. Answers come
+from the shared :class:`RobotsCache`; on a miss ``/robots.txt`` is fetched once per origin per
+process through ``engine.download_async`` (every downloader middleware, redirects: 5 to 10 hops,
+``meta["webcrawl_purpose"] = "robots"``), then the waiting requests pause one politeness interval
+(``pause_seconds`` raised to the Crawl-delay) so the fetch pays for its slot. RFC 9309 status rules
+apply (:func:`verdict_for_response`); a Crawl-delay is reported through :meth:`on_crawl_delay`.
+Requests with ``meta["dont_obey_robotstxt"]`` are not checked.
 
 Stats: ``robotstxt/request_count``, ``robotstxt/response_count``,
 ``robotstxt/response_status_count/{status}``, ``robotstxt/exception_count/{exception}``,
 ``robotstxt/forbidden``, ``robotstxt/cache/hit``, ``robotstxt/cache/miss``.
-Requests with ``meta["dont_obey_robotstxt"]`` are not checked.
 """
 
 from __future__ import annotations
