@@ -104,6 +104,7 @@ class Canonicalizer:
         except KeyError:
             memo: dict[str, str | None] = {}
             self._dir_memos[directory] = memo
+            self._dir_memo_size += 1  # a directory counts too: a crawl may see millions
             return memo
 
     def remember(self, memo: dict[str, str | None], href: str, url: str | None) -> None:
