@@ -26,9 +26,9 @@ import numpy as np
 
 from bench._report import table, write_section
 from webcrawl.revisit import (
-    GammaPrior, HistoryTable, PlanInput, Reserves, TrustTracker, effective_data, fit_group_priors,
-    optimal_frequencies, plan_cycle, posterior_mean, proportional_frequencies, uniform_frequencies,
-    value_weighted_freshness,
+    EffectiveData, GammaPrior, HistoryTable, PlanInput, Reserves, TrustTracker, effective_data,
+    estimate_rates, fit_group_priors, optimal_frequencies, plan_cycle, proportional_frequencies,
+    uniform_frequencies, value_weighted_freshness,
 )
 from webcrawl.revisit.simulate import DAY, Observation, PeriodicPolicy, Population, run, synthetic_population
 
@@ -72,28 +72,25 @@ class LearnedPolicy:
         return index, now + self.rng.random(len(index)) * cycle_seconds
 
     def observe(self, seen: Observation) -> None:
-        idx = seen.index
-        has_date = ~np.isnan(seen.last_modified_age) | ~seen.changed
-        for g in np.unique(self.group[idx]):  # a date newer than our last visit <=> a change seen
-            sel = (self.group[idx] == g) & has_date & (seen.changed | ~np.isnan(seen.last_modified_age))
-            for agrees in (seen.changed[sel] == ~np.isnan(seen.last_modified_age[sel]))[:20]:
-                self.trust[g].observe(bool(agrees))
-        trusted = np.array([self.trust[g].trusted for g in self.group[idx]], dtype=bool)
-        age = np.where(trusted, seen.last_modified_age, np.nan)
-        self.history.observe(idx, seen.interval, seen.changed, age)
+        idx, g = seen.index, self.group[seen.index]
+        dated = ~np.isnan(seen.last_modified_age)
+        # A date newer than our previous fetch must mean the record changed, and vice versa.
+        agrees = (seen.last_modified_age <= seen.interval) == seen.changed
+        for i in np.flatnonzero(dated):
+            self.trust[g[i]].observe(bool(agrees[i]))
+        trusted = np.fromiter((self.trust[x].trusted for x in g), dtype=bool, count=len(g))
+        self.history.observe(idx, seen.interval, seen.changed, np.where(trusted, seen.last_modified_age, np.nan))
         self.last_visit[idx] = seen.when
-        data = effective_data(self.history.take(idx))
+        rows = self.history.take(idx)
+        data = effective_data(rows)
         self.events[idx], self.exposure[idx] = data.events, data.exposure
-        g = self.group[idx]
-        self.rate[idx] = posterior_mean(data.events, data.exposure, self.shape[g], self.rate_prior[g])
+        self.rate[idx] = estimate_rates(rows, self.shape[g], self.rate_prior[g], data)
 
     def _refit(self) -> None:
-        from webcrawl.revisit.estimate import EffectiveData
-
         data = EffectiveData(self.events, self.exposure, np.zeros_like(self.events))
         priors = fit_group_priors(self.group, data, self.prior, ngroups=self.ngroups)
         self.shape, self.rate_prior = priors.shape, priors.rate
-        self.rate = posterior_mean(self.events, self.exposure, self.shape[self.group], self.rate_prior[self.group])
+        self.rate = estimate_rates(self.history, self.shape[self.group], self.rate_prior[self.group], data)
 
 
 def main() -> None:

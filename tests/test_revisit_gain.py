@@ -3,7 +3,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from webcrawl.revisit import Objective, average_freshness, change_probability, events_gain, freshness_gain, gain
+from webcrawl.revisit import (
+    Objective, average_freshness, change_probability, events_gain, freshness_gain, gain,
+    marginal_freshness_gain,
+)
 
 DAY = 86400.0
 
@@ -48,8 +51,26 @@ def test_events_objective_favours_fast_pages() -> None:
     assert f[0] < f[1]
 
 
-def test_default_interval_is_since() -> None:
-    assert gain(Objective.FRESHNESS, 1 / DAY, 2 * DAY) == pytest.approx(freshness_gain(1 / DAY, 2 * DAY, 2 * DAY))
+def test_default_gain_is_the_marginal_gain_of_a_periodic_schedule() -> None:
+    rate = 1 / DAY
+    t = np.array([1.0, 60.0, 3600.0, DAY, 10 * DAY, 1000 * DAY])
+    got = gain(Objective.FRESHNESS, rate, t)
+    assert np.allclose(got, marginal_freshness_gain(rate, t), rtol=1e-12)
+    # d/df of the fresh time per period, by finite differences on F(rate, f) * period.
+    f = 1 / t
+    eps = 1e-6 * f
+
+    def fresh_rate(freq: np.ndarray) -> np.ndarray:
+        return average_freshness(rate, 1 / freq)
+
+    derivative = (fresh_rate(f + eps) - fresh_rate(f - eps)) / (2 * eps)
+    assert np.allclose(got[1:], derivative[1:], rtol=1e-4)
+    # Equal to the section-3 gain at the interval ln((e^x - 1) / x) / rate.
+    x = rate * t[:-1]
+    interval = np.log(np.expm1(x) / x) / rate
+    assert np.allclose(got[:-1], freshness_gain(rate, t[:-1], interval), rtol=1e-9)
+    assert gain(Objective.FRESHNESS, 0.0, DAY) == 0.0
+    assert gain(Objective.FRESHNESS, rate, DAY, 2 * DAY) == pytest.approx(freshness_gain(rate, DAY, 2 * DAY))
 
 
 def test_average_freshness_and_change_probability() -> None:

@@ -15,7 +15,10 @@ from .estimate import (
     INFORMATIVE_UNCHANGED, censored_mle, cho_garcia_molina, effective_data, estimate_rates,
     naive_rate, posterior_mean_exact,
 )
-from .gain import Objective, average_freshness, change_probability, events_gain, freshness_gain, gain
+from .gain import (
+    Objective, average_freshness, change_probability, events_gain, freshness_gain, gain,
+    marginal_freshness_gain,
+)
 from .history import NBINS, HistoryTable, PageHistory, interval_bin
 from .prior import EffectiveData, GammaPrior, GroupPriors, fit_group_priors, posterior_mean
 from .planner import Plan, PlanInput, Purpose, Reserves, plan_cycle
@@ -31,7 +34,7 @@ __all__ = [
     "PlanInput", "Purpose", "Reserves", "RunningCost", "SimClock", "SystemClock", "TrustTracker",
     "ValuePolicy", "ValueRule", "average_freshness", "censored_mle", "change_probability",
     "cho_garcia_molina", "effective_data", "estimate_rates", "events_gain", "expected_cost",
-    "fit_group_priors", "freshness_gain", "gain", "interval_bin", "naive_rate",
+    "fit_group_priors", "freshness_gain", "gain", "interval_bin", "marginal_freshness_gain", "naive_rate",
     "optimal_frequencies", "plan_cycle", "posterior_mean", "posterior_mean_exact", "priority",
     "proportional_frequencies", "uniform_frequencies", "value_weighted_freshness",
 ]

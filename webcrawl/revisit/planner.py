@@ -65,8 +65,10 @@ class PlanInput:
     """Every known page, one entry per page in each column (same length).
 
     ``rate``: estimated changes per second; ``since``: seconds since the last visit; ``value``;
-    ``cost``: expected cost of a visit (> 0); ``interval``: the planned next interval (``None``:
-    assume it equals ``since``, the steady state of a page revisited at its own pace).
+    ``cost``: expected cost of a visit (> 0); ``interval``: the planned next interval for
+    :func:`~webcrawl.revisit.freshness_gain` (``None``, the default: the steady-state
+    :func:`~webcrawl.revisit.marginal_freshness_gain`, under which the greedy cut reproduces the
+    Lagrangian optimum's frequencies).
     ``priority``, when given, replaces value * gain / cost (a caller that scores incrementally).
     """
 

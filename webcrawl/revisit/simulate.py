@@ -82,7 +82,7 @@ class Observation:
     when: Floats
     interval: Floats  #: seconds since this page's previous fetch
     changed: NDArray[np.bool_]
-    last_modified_age: Floats  #: seconds since the last change where the host tells it, else NaN
+    last_modified_age: Floats  #: seconds since the last change as the host's Last-Modified tells, else NaN
 
 
 class Truth:
@@ -112,8 +112,11 @@ class Truth:
         # Time back to the last change, given at least one in the interval: by time reversal an
         # exponential truncated to the interval.
         u = self.rng.random(len(index))
-        age = -np.log1p(u * np.expm1(-rate * interval)) / rate
-        age = np.where(changed & self.pop.lastmod[index], np.minimum(age, interval), np.nan)
+        age = np.minimum(-np.log1p(u * np.expm1(-rate * interval)) / rate, interval)
+        # Unchanged: the last change came before the previous fetch, Exp(rate) earlier (again by
+        # time reversal). Hosts without Last-Modified tell nothing.
+        age = np.where(changed, age, interval + self.rng.exponential(1.0 / rate))
+        age = np.where(self.pop.lastmod[index], age, np.nan)
         counted = (when >= self.start) & (when < self.end)
         self.visits += int(counted.sum())
         self.changes += int((counted & changed).sum())
