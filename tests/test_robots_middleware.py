@@ -341,3 +341,24 @@ def test_a_network_failure_is_cached_as_disallow():
     with pytest.raises(IgnoreRequest):
         _drive(mw.process_request(Request("http://a.example/x")))
     assert cache.get("http://a.example:80") == RobotsPolicy.disallow_all()
+
+
+def test_from_crawler_wires_the_delay_setter_and_refuses_scrapys_middleware(redis_url, tmp_path):
+    from scrapy.utils.misc import build_from_crawler
+    from scrapy.utils.test import get_crawler
+
+    calls: list[tuple[str, float]] = []
+
+    def factory(crawler):
+        return lambda domain, seconds: calls.append((domain, seconds))
+
+    settings = {"WEBCRAWL_REDIS_URL": redis_url, "WEBCRAWL_DATA_DIR": str(tmp_path),
+                "WEBCRAWL_ROBOTS_DELAY_SETTER": factory, "USER_AGENT": "WebCrawl/1 (+x)"}
+    mw = build_from_crawler(RobotsMiddleware, get_crawler(settings_dict=settings))
+    mw.on_crawl_delay("a.example", 2.0)
+    assert calls == [("a.example", 2.0)]
+    assert mw.token_for(Request("http://a.example/")) == "webcrawl"
+    assert mw.cache.redis is not None
+    with pytest.raises(ValueError, match="ROBOTSTXT_OBEY"):
+        build_from_crawler(RobotsMiddleware,
+                           get_crawler(settings_dict={**settings, "ROBOTSTXT_OBEY": True}))

@@ -27,6 +27,7 @@ from scrapy.http.request import NO_CALLBACK
 from scrapy.utils.asyncio import call_later
 from scrapy.utils.defer import maybe_deferred_to_future
 from scrapy.utils.httpobj import urlparse_cached
+from scrapy.utils.misc import load_object
 from twisted.internet.defer import CancelledError, Deferred
 
 from webcrawl.robots.cache import RobotsCache
@@ -121,8 +122,13 @@ class RobotsMiddleware:
             assert crawler.engine is not None
             return crawler.engine.download_async(request)
 
+        # An import path (or callable) of ``factory(crawler) -> setter(domain, seconds)``: how the
+        # crawl raises a domain's delay to its Crawl-delay (the scheduler's per-domain delay).
+        factory = settings.get("WEBCRAWL_ROBOTS_DELAY_SETTER")
+        delay_setter = load_object(factory)(crawler) if factory else None
         return cls(
             cache, crawler.stats,
+            delay_setter=delay_setter,
             user_agent=settings.get("WEBCRAWL_ROBOTS_USER_AGENT") or None,
             default_user_agent=settings.get("USER_AGENT") or "",
             ttl=settings.getfloat("WEBCRAWL_ROBOTS_CACHE_SECONDS", MAX_CACHE_SECONDS),
