@@ -82,6 +82,8 @@ class BodyWriter:
         try:
             self.recovery = self._recover()
         except BaseException:
+            if self._fd is not None:
+                os.close(self._fd)
             os.close(self._lock_fd)
             raise
 
