@@ -1,0 +1,97 @@
+"""webcrawl's settings, validated once at start-up into one typed object.
+
+Every setting is prefixed ``WEBCRAWL_``; a bad value raises ``ValueError`` naming the setting, the
+value and what was expected, before the crawl makes any request.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from webcrawl.state.keys import validate_crawl_name
+
+if TYPE_CHECKING:
+    from scrapy.settings import BaseSettings
+
+
+#: Every webcrawl setting with its default (the README's settings reference lists them too).
+DEFAULTS: dict[str, Any] = {
+    "WEBCRAWL_REDIS_URL": None,
+    "WEBCRAWL_DATA_DIR": ".webcrawl",
+    "WEBCRAWL_CRAWL_NAME": "",
+    "WEBCRAWL_DOMAIN_DELAY_SECONDS": 1.0,
+    "WEBCRAWL_FRONTIER_MAX_PER_DOMAIN": 100_000,
+    "WEBCRAWL_LEASE_SECONDS": 120.0,
+    "WEBCRAWL_BLOOM_CAPACITY": 10_000_000,
+    "WEBCRAWL_BLOOM_ERROR_RATE": 0.01,
+    "WEBCRAWL_SEEN_CACHE_SIZE": 500_000,
+    "WEBCRAWL_RESET": False,
+    "WEBCRAWL_EMBEDDED_REDIS_SHUTDOWN": True,
+}
+
+
+def _get(settings: BaseSettings, name: str) -> Any:
+    return settings.get(name, DEFAULTS[name])
+
+
+def _number(settings: BaseSettings, name: str, *, minimum: float, integer: bool = False,
+            exclusive: bool = False) -> Any:
+    raw = _get(settings, name)
+    try:
+        value = int(raw) if integer else float(raw)
+        if integer and float(raw) != value:
+            raise ValueError
+    except (TypeError, ValueError):
+        kind = "an integer" if integer else "a number"
+        raise ValueError(f"{name}={raw!r} is not {kind}") from None
+    too_small = value <= minimum if exclusive else value < minimum
+    if too_small or (not integer and not math.isfinite(value)):
+        bound = f"> {minimum}" if exclusive else f">= {minimum}"
+        raise ValueError(f"{name}={raw!r} is out of range: expected a value {bound}")
+    return value
+
+
+@dataclass(frozen=True)
+class StateConfig:
+    """Where the crawl state lives and how the scheduler treats it."""
+
+    crawl_name: str
+    redis_url: str | None
+    data_dir: Path
+    domain_delay: float
+    frontier_max_per_domain: int
+    lease_seconds: float
+    bloom_capacity: int
+    bloom_error_rate: float
+    seen_cache_size: int
+    reset: bool
+    shutdown_embedded: bool
+
+    @classmethod
+    def from_settings(cls, settings: BaseSettings, spider_name: str) -> StateConfig:
+        crawl_name = validate_crawl_name(_get(settings, "WEBCRAWL_CRAWL_NAME") or spider_name)
+        error_rate = _number(settings, "WEBCRAWL_BLOOM_ERROR_RATE", minimum=0, exclusive=True)
+        if error_rate >= 1:
+            raise ValueError(
+                f"WEBCRAWL_BLOOM_ERROR_RATE={error_rate!r} is out of range: expected 0 < rate < 1"
+            )
+        return cls(
+            crawl_name=crawl_name,
+            redis_url=_get(settings, "WEBCRAWL_REDIS_URL") or None,
+            data_dir=Path(_get(settings, "WEBCRAWL_DATA_DIR") or ".webcrawl"),
+            domain_delay=_number(settings, "WEBCRAWL_DOMAIN_DELAY_SECONDS", minimum=0),
+            frontier_max_per_domain=_number(
+                settings, "WEBCRAWL_FRONTIER_MAX_PER_DOMAIN", minimum=0, integer=True
+            ),
+            lease_seconds=_number(settings, "WEBCRAWL_LEASE_SECONDS", minimum=0, exclusive=True),
+            bloom_capacity=_number(settings, "WEBCRAWL_BLOOM_CAPACITY", minimum=1, integer=True),
+            bloom_error_rate=error_rate,
+            seen_cache_size=_number(settings, "WEBCRAWL_SEEN_CACHE_SIZE", minimum=0, integer=True),
+            reset=settings.getbool("WEBCRAWL_RESET", DEFAULTS["WEBCRAWL_RESET"]),
+            shutdown_embedded=settings.getbool(
+                "WEBCRAWL_EMBEDDED_REDIS_SHUTDOWN", DEFAULTS["WEBCRAWL_EMBEDDED_REDIS_SHUTDOWN"]
+            ),
+        )
