@@ -45,7 +45,8 @@ class LearnedPolicy:
     """The crawler's policy built from webcrawl.revisit (what the cycle planner extension does)."""
 
     def __init__(self, pop: Population, budget_per_cycle: float, rng: np.random.Generator,
-                 prior: GammaPrior = GammaPrior.from_mean(1 / (7 * DAY), shape=0.5)) -> None:
+                 prior: GammaPrior = GammaPrior.from_mean(1 / (7 * DAY), shape=0.5), *,
+                 true_rates: np.ndarray | None = None, interval_is_since: bool = False) -> None:
         n = len(pop)
         self.value, self.cost, self.group = pop.value, pop.cost, pop.group
         self.ngroups = int(pop.group.max()) + 1
@@ -55,17 +56,20 @@ class LearnedPolicy:
         self.events, self.exposure = np.zeros(n), np.zeros(n)
         self.shape = np.full(self.ngroups, prior.shape)
         self.rate_prior = np.full(self.ngroups, prior.rate)
-        self.rate = np.full(n, prior.mean)
+        self.rate = np.full(n, prior.mean) if true_rates is None else true_rates
+        self.learn = true_rates is None
+        self.interval_is_since = interval_is_since  # section 3's gain with I = t, for comparison
         self.trust = [TrustTracker() for _ in range(self.ngroups)]  # one per host (site + type here)
         self.refit_at = DAY
         self.planned = 0.0
 
     def plan(self, now: float, cycle_seconds: float) -> tuple[np.ndarray, np.ndarray]:
-        if now >= self.refit_at:
+        if now >= self.refit_at and self.learn:
             self._refit()
             self.refit_at += DAY
         since = now + 0.5 * cycle_seconds - self.last_visit  # fetches land mid-cycle on average
-        pages = PlanInput(rate=self.rate, since=since, value=self.value, cost=self.cost)
+        pages = PlanInput(rate=self.rate, since=since, value=self.value, cost=self.cost,
+                          interval=since if self.interval_is_since else None)
         plan = plan_cycle(pages, self.budget, RESERVES, rng=self.rng)
         self.planned += plan.total
         index = plan.indices()
@@ -73,6 +77,9 @@ class LearnedPolicy:
 
     def observe(self, seen: Observation) -> None:
         idx, g = seen.index, self.group[seen.index]
+        self.last_visit[idx] = seen.when
+        if not self.learn:
+            return
         dated = ~np.isnan(seen.last_modified_age)
         # A date newer than our previous fetch must mean the record changed, and vice versa.
         agrees = (seen.last_modified_age <= seen.interval) == seen.changed
@@ -80,7 +87,6 @@ class LearnedPolicy:
             self.trust[g[i]].observe(bool(agrees[i]))
         trusted = np.fromiter((self.trust[x].trusted for x in g), dtype=bool, count=len(g))
         self.history.observe(idx, seen.interval, seen.changed, np.where(trusted, seen.last_modified_age, np.nan))
-        self.last_visit[idx] = seen.when
         rows = self.history.take(idx)
         data = effective_data(rows)
         self.events[idx], self.exposure[idx] = data.events, data.exposure
@@ -110,11 +116,18 @@ def main() -> None:
                   cycle_seconds=CYCLE, cycles=cycles, warmup_cycles=warmup)
         results[name] = (res, value_weighted_freshness(pop.rate, pop.value, freq), time.process_time() - started)
         print(f"{name}: freshness {res.freshness:.3f}", flush=True)
-    started = time.process_time()
-    learned = LearnedPolicy(pop, spend_rate * CYCLE, np.random.default_rng(SEED + 3))
-    res = run(learned, pop, np.random.default_rng(SEED + 2), cycle_seconds=CYCLE, cycles=cycles, warmup_cycles=warmup)
-    results["learned (webcrawl.revisit)"] = (res, float("nan"), time.process_time() - started)
-    print(f"learned: freshness {res.freshness:.3f}", flush=True)
+    learned = {
+        "learned (webcrawl.revisit)": {},
+        "learned, section-3 gain with I = t": {"interval_is_since": True},
+        "planner with true rates": {"true_rates": pop.rate},
+    }
+    for name, options in learned.items():
+        started = time.process_time()
+        policy = LearnedPolicy(pop, spend_rate * CYCLE, np.random.default_rng(SEED + 3), **options)
+        res = run(policy, pop, np.random.default_rng(SEED + 2), cycle_seconds=CYCLE, cycles=cycles,
+                  warmup_cycles=warmup)
+        results[name] = (res, float("nan"), time.process_time() - started)
+        print(f"{name}: freshness {res.freshness:.3f}", flush=True)
 
     oracle = results["oracle (true rates)"][0]
     uniform = results["uniform"][0]

@@ -8,8 +8,8 @@ Three layers, each vectorised over pages:
        sum_b n_b t_b / (exp(rate t_b) - 1) + k / rate = U + E (+ half an interval, see below)
 
    (``n_b`` changed intervals of length ``t_b``; ``k`` exact changes over ``E`` seconds since
-   them; ``U`` unchanged seconds) by bisection on log(rate): the left side falls monotonically, so
-   bisection cannot miss. With ``bias_reduced`` (the default) the exposure gets half an extra
+   them; ``U`` unchanged seconds) by Newton steps on log(rate) inside a bisection bracket: the
+   left side falls monotonically, so the bracket cannot lose the root. With ``bias_reduced`` (the default) the exposure gets half an extra
    unchanged interval of the page's mean length: for regular intervals ``I`` this is exactly Cho &
    Garcia-Molina's bias-reduced estimator ``-ln((n - X + 0.5) / (n + 0.5)) / I`` (without it, the
    plain MLE ``-ln((n - X) / n) / I``), and it keeps a page that changed at every visit finite.
@@ -40,11 +40,11 @@ from .prior import EffectiveData, posterior_mean
 
 Floats = NDArray[np.float64]
 _LOG_LO, _LOG_HI = np.log(1e-12), np.log(10.0)  # rates between one per 30,000 years and 10/s
-_ITERATIONS = 56
+_ITERATIONS = 100  # at most; Newton usually stops within ten
 #: Pages with fewer unchanged intervals than this (and some censored change) get the numerical
 #: posterior rather than the conjugate approximation.
 INFORMATIVE_UNCHANGED = 6
-_GRID = np.exp(np.linspace(np.log(1e-10), np.log(1e-1), 256))  # ~8.5% steps; saturated posteriors are wide
+_GRID = np.exp(np.linspace(np.log(1e-10), np.log(1e-1), 128))  # 18% steps: these posteriors are wide and smooth
 
 
 def _columns(history: PageHistory | HistoryTable) -> HistoryTable:
@@ -85,20 +85,36 @@ def censored_mle(history: PageHistory | HistoryTable, *, bias_reduced: bool = Tr
     """
     table = _columns(history)
     counts, mean_t, k, exposure = _prepare(table, bias_reduced)
-    lo = np.full(len(table), _LOG_LO)
-    hi = np.full(len(table), _LOG_HI)
-    for _ in range(_ITERATIONS):
-        mid = 0.5 * (lo + hi)
-        rate = np.exp(mid)
-        score, _ = _score_terms(rate, counts, mean_t)
-        rising = score + k / rate > exposure
-        lo = np.where(rising, mid, lo)
-        hi = np.where(rising, hi, mid)
-    out = np.exp(0.5 * (lo + hi))
     any_change = (counts.sum(axis=1) + k) > 0
-    out = np.where(any_change, out, 0.0)
-    out = np.where(any_change & (exposure <= 0), np.inf, out)
+    solvable = any_change & (exposure > 0)
+    out = np.where(any_change, np.inf, 0.0)
+    if solvable.any():
+        rows = np.flatnonzero(solvable)
+        out[rows] = _solve(counts[rows], mean_t[rows], k[rows], exposure[rows])
     return np.where(table.visits > 0, out, np.nan)
+
+
+def _solve(counts: Floats, mean_t: Floats, k: Floats, exposure: Floats) -> Floats:
+    """Root of score(rate) = exposure, per row: Newton steps on log(rate) kept inside a bisection
+    bracket, so it converges fast where the score is smooth and cannot diverge where it is not."""
+    lo = np.full(len(k), _LOG_LO)
+    hi = np.full(len(k), _LOG_HI)
+    # Start from changes / exposure, the MLE if every change had been seen.
+    u = np.clip(np.log((counts.sum(axis=1) + k) / exposure), _LOG_LO + 1, _LOG_HI - 1)
+    for _ in range(_ITERATIONS):
+        rate = np.exp(u)
+        score, info = _score_terms(rate, counts, mean_t)
+        g = score + k / rate - exposure  # falls as the rate rises
+        lo = np.where(g > 0, u, lo)
+        hi = np.where(g > 0, hi, u)
+        step = g / (rate * (info + k / (rate * rate)))  # -g / (dg/du)
+        newton = u + step
+        inside = (newton >= lo) & (newton <= hi)
+        nxt = np.where(inside, newton, 0.5 * (lo + hi))
+        if np.all(np.abs(nxt - u) < 1e-12):
+            return np.exp(nxt)
+        u = nxt
+    return np.exp(u)
 
 
 def effective_data(history: PageHistory | HistoryTable) -> EffectiveData:
