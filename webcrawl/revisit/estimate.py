@@ -19,11 +19,11 @@ Three layers, each vectorised over pages:
    that changed at every visit). Exact for pages that never changed (``exp(-rate
    U)`` *is* Poisson with no events) and for exact change times. The group priors are fitted on it.
 3. :func:`estimate_rates`: the posterior mean under the page's Gamma prior. Where the page has
-   seen at least :data:`INFORMATIVE_UNCHANGED` unchanged intervals, the conjugate formula on the
-   effective data, ``(shape + events) / (rate + exposure)``; where it has seen fewer (its visits
-   nearly always find a change), the likelihood is a flat-topped ramp that no Gamma matches (the
-   conjugate formula then falls 20-60% short), so the posterior is integrated numerically on a log
-   grid of rates instead. tests/test_revisit_estimate.py compares both with the exact posterior.
+   seen at least :data:`INFORMATIVE_UNCHANGED` unchanged intervals, and at least one per
+   :data:`SATURATED_RATIO` changed ones, the conjugate formula on the effective data,
+   ``(shape + events) / (rate + exposure)``; elsewhere (its visits nearly always find a change)
+   the likelihood is a flat-topped ramp that no Gamma matches (the conjugate formula then falls
+   20-60% short), so the posterior is integrated numerically on a log grid of rates instead. tests/test_revisit_estimate.py compares both with the exact posterior.
 
 Why the posterior mean rather than the MAP: with the dispersed priors that real groups fit
 (shape < 1) the MAP of a page with no change seen is 0, which the planner would read as "never
@@ -44,6 +44,9 @@ _ITERATIONS = 100  # at most; Newton usually stops within ten
 #: Pages with fewer unchanged intervals than this (and some censored change) get the numerical
 #: posterior rather than the conjugate approximation.
 INFORMATIVE_UNCHANGED = 6
+#: ... or fewer than one unchanged interval per this many changed ones: the likelihood is then too
+#: skewed for a Gamma, which goes wrong when the group's prior disagrees with the page.
+SATURATED_RATIO = 3
 _GRID = np.exp(np.linspace(np.log(1e-10), np.log(1e-1), 128))  # 18% steps: these posteriors are wide and smooth
 
 
@@ -161,7 +164,8 @@ def estimate_rates(
     shape_a = np.broadcast_to(np.asarray(shape, dtype=float), (n,))
     rate_a = np.broadcast_to(np.asarray(rate, dtype=float), (n,))
     out = posterior_mean(data.events, data.exposure, shape_a, rate_a)
-    saturated = (table.visits - table.changes < INFORMATIVE_UNCHANGED) & (
+    unchanged = table.visits - table.changes
+    saturated = ((unchanged < INFORMATIVE_UNCHANGED) | (unchanged * SATURATED_RATIO < table.changes)) & (
         table.changes > table.exact_changes)
     if saturated.any():
         rows = np.flatnonzero(saturated)
