@@ -33,6 +33,7 @@ from collections import deque
 from typing import TYPE_CHECKING
 
 import redis
+from scrapy import signals
 from scrapy.core.scheduler import BaseScheduler
 from scrapy.utils.asyncio import call_later, create_looping_call
 from scrapy.utils.httpobj import urlparse_cached
@@ -76,6 +77,7 @@ class ReadyQueueScheduler(BaseScheduler):
         self._offsets = frontier.bloom.offsets_function()
         self._seen_local: set[int] = set()
         self._pending: list[Entry] = []
+        self._finished: list[tuple[str, float]] = []
         self._flush_call = None
         self._buffer: deque[tuple[str, str]] = deque()
         self._inflight: dict[str, Request] = {}
@@ -102,9 +104,11 @@ class ReadyQueueScheduler(BaseScheduler):
             lease_seconds=config.lease_seconds,
         )
         assert crawler.stats is not None
-        return cls(frontier, stats=crawler.stats, crawler=crawler,
-                   seen_cache_size=config.seen_cache_size, reset=config.reset,
-                   redis_description=describe(url_for(crawler)))
+        scheduler = cls(frontier, stats=crawler.stats, crawler=crawler,
+                        seen_cache_size=config.seen_cache_size, reset=config.reset,
+                        redis_description=describe(url_for(crawler)))
+        crawler.signals.connect(scheduler.fetch_finished, signal=signals.request_left_downloader)
+        return scheduler
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -130,8 +134,9 @@ class ReadyQueueScheduler(BaseScheduler):
         if self._loop.running:
             self._loop.stop()
         for call in (self._flush_call, self._wake_call):
-            if call is not None and call.active():
+            if call is not None:
                 call.cancel()
+        self._flush_call = self._wake_call = None
         if self._failed:
             return
         now = self.clock.time()
@@ -190,12 +195,20 @@ class ReadyQueueScheduler(BaseScheduler):
             self._flush_call = call_later(0, self._flush_safely)
         return True
 
+    def fetch_finished(self, request: Request) -> None:
+        """A request left the downloader (answered or failed): its host's next-allowed time
+        becomes at least now + delay. Gaps then hold even when a request went out late (a new
+        connection on a busy reactor), at the cost of one response time per fetch."""
+        self._finished.append((urlparse_cached(request).hostname or "-", self.clock.time()))
+        if self._flush_call is None:
+            self._flush_call = call_later(0, self._flush_safely)
+
     def next_request(self) -> Request | None:
         if self._failed:
             return None
         if not self._buffer:
             now = self.clock.time()
-            if self._pending:
+            if self._pending or self._finished:
                 self._flush_safely()
             if now < self._not_before:
                 self._wake_engine_at(self._not_before)
@@ -276,9 +289,10 @@ class ReadyQueueScheduler(BaseScheduler):
     def _flush(self, acks: list[str]) -> None:
         self._flush_call = None
         entries, self._pending = self._pending, []
-        if not entries and not acks:
+        finished, self._finished = self._finished, []
+        if not entries and not acks and not finished:
             return
-        statuses, counts = self.frontier.flush(entries, acks, self.clock.time())
+        statuses, counts = self.frontier.flush(entries, acks, self.clock.time(), finished)
         self._call_redis()
         if counts.queued > self._counts.queued:
             self._not_before = 0.0  # new work may be ready at once
@@ -325,12 +339,16 @@ class ReadyQueueScheduler(BaseScheduler):
             self._fail(exc)
 
     def _wake_engine_at(self, when: float) -> None:
-        if self._wake_call is not None and self._wake_call.active() and self._wake_at <= when:
-            return
-        if self._wake_call is not None and self._wake_call.active():
+        if self._wake_call is not None:
+            if self._wake_at <= when:
+                return
             self._wake_call.cancel()
         self._wake_at = when
-        self._wake_call = call_later(max(0.0, when - self.clock.time()), self._poke_engine)
+        self._wake_call = call_later(max(0.0, when - self.clock.time()), self._wake)
+
+    def _wake(self) -> None:
+        self._wake_call = None
+        self._poke_engine()
 
     def _poke_engine(self) -> None:
         engine = getattr(self.crawler, "engine", None)

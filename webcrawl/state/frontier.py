@@ -98,16 +98,19 @@ class Frontier:
             )
 
     def flush(self, entries: Sequence[Entry], acks: Iterable[str], now: float,
-              ) -> tuple[list[int], Counts]:
-        """Push ``entries``, then acknowledge the leases ``acks``, in one round trip.
+              finished: Sequence[tuple[str, float]] = ()) -> tuple[list[int], Counts]:
+        """Push ``entries``, record ``finished`` fetches as ``(domain, time)`` (each pushes its
+        domain's next-allowed time to at least time + delay), then acknowledge the leases ``acks``,
+        in one round trip.
 
         Pushing first matters: a finished request's children are in Redis before its lease is
         released, so a crash in between refetches the parent rather than losing the children.
         Returns each entry's status (PUSHED, FILTERED or EVICTED) and the totals.
         """
         pipe = self.client.pipeline(transaction=False)
-        if entries:
-            args: list[object] = [self.keys.prefix, now, self.cap, self.bloom.num_slices, len(entries)]
+        if entries or finished:
+            args: list[object] = [self.keys.prefix, now, self.cap, self.bloom.num_slices,
+                                  self.default_delay, len(entries), len(finished)]
             for e in entries:
                 args += (e.domain, e.score, e.payload)
                 if e.offsets is None:
@@ -115,6 +118,8 @@ class Frontier:
                 else:
                     args.append("1")
                     args += e.offsets
+            for domain, when in finished:
+                args += (domain, when)
             self._push(args=args, client=pipe)
         acks = list(acks)
         if acks:
@@ -123,7 +128,7 @@ class Frontier:
         pipe.get(self.keys.queued)
         pipe.zcard(self.keys.leases)
         replies = pipe.execute()
-        statuses = [int(s) for s in replies[0][2:]] if entries else []
+        statuses = [int(s) for s in replies[0][2:]] if entries or finished else []
         return statuses, Counts(int(replies[-2] or 0), int(replies[-1]))
 
     def pop(self, now: float, max_count: int = 1) -> Popped:

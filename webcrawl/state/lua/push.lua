@@ -1,20 +1,25 @@
--- Push a batch of requests into their domains' frontiers, atomically.
--- ARGV: prefix, now, cap, k (bloom slices), n, then n entries of
---       domain, score, payload, filter ("1" = test-and-set the seen filter, then k bit offsets)
+-- Push a batch of requests into their domains' frontiers, atomically, and record fetches that
+-- finished: a domain's next-allowed time becomes at least (finish time + its delay), so the gap
+-- between two requests to a host is never shorter than the delay, however late the first was sent.
+-- ARGV: prefix, now, cap, k (bloom slices), default delay, n, m, then n entries of
+--       domain, score, payload, filter ("1" = test-and-set the seen filter, then k bit offsets),
+--       then m finished fetches: domain, finish time
 -- Returns: {queued total, leases total, status of entry 1..n}
 --   status: 0 already seen (filtered), 1 pushed, 2 pushed and the frontier evicted its worst entry
 local prefix = ARGV[1]
 local now = tonumber(ARGV[2])
 local cap = tonumber(ARGV[3])
 local k = tonumber(ARGV[4])
-local n = tonumber(ARGV[5])
+local default_delay = tonumber(ARGV[5])
+local n = tonumber(ARGV[6])
+local m = tonumber(ARGV[7])
 local seen = prefix .. 'seen'
 local ready = prefix .. 'ready'
 local nextk = prefix .. 'next'
 local seq = redis.call('INCRBY', prefix .. 'seq', n) - n
 local pushed, evicted = 0, 0
 local statuses = {}
-local i = 6
+local i = 8
 for e = 1, n do
   local domain, score, payload, filter = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
   i = i + 4
@@ -55,6 +60,16 @@ for e = 1, n do
     statuses[e] = status
   else
     statuses[e] = 0
+  end
+end
+for f = 1, m do
+  local domain, finished = ARGV[i], tonumber(ARGV[i + 1])
+  i = i + 2
+  local wanted = finished + tonumber(redis.call('HGET', prefix .. 'delay', domain) or default_delay)
+  local current = tonumber(redis.call('HGET', nextk, domain) or 0)
+  if wanted > current then
+    redis.call('HSET', nextk, domain, wanted)
+    redis.call('ZADD', ready, 'XX', wanted, domain)
   end
 end
 local queued = redis.call('INCRBY', prefix .. 'queued', pushed - evicted)
