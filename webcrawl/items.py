@@ -1,0 +1,40 @@
+"""The item each fetched page becomes: the contract between the spider and the pipelines.
+
+The spider fills what it fetched and extracted; the record-hash pipeline fills ``content_hash``
+and ``change``; the body store uses ``body`` and ``headers``. Only the fields in
+:data:`EXPORTED_FIELDS` reach feed exports (``FEED_EXPORT_FIELDS``): bodies and headers are for the
+local store, never for the feed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Change = Literal["new", "changed", "unchanged"]
+
+EXPORTED_FIELDS = [
+    "url", "canonical_url", "site", "page_type", "status", "fetch_time", "record",
+    "content_hash", "change",
+]
+
+
+@dataclass
+class PageItem:
+    """One fetched page.
+
+    ``record`` holds the page type's fields as extracted (volatile ones included: they are left out
+    of the hash, not out of the output). ``fetch_time`` is seconds since the epoch.
+    """
+
+    url: str
+    canonical_url: str
+    site: str
+    page_type: str | None
+    status: int
+    fetch_time: float
+    record: dict[str, Any] = field(default_factory=dict)
+    content_hash: str | None = None
+    change: Change | None = None
+    body: bytes = field(default=b"", repr=False)
+    headers: dict[str, str] = field(default_factory=dict, repr=False)
