@@ -11,8 +11,12 @@ from pathlib import Path
 
 import pytest
 import redis
+from scrapy.utils.reactor import install_reactor
 
 from webcrawl.state.embedded import redis_server_binary
+
+# Components schedule timers through Scrapy's reactor helpers, which need the reactor Scrapy uses.
+install_reactor("twisted.internet.asyncioreactor.AsyncioSelectorReactor")
 
 
 class RedisServer:

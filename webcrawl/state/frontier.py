@@ -96,6 +96,9 @@ class Frontier:
                 f"WEBCRAWL_BLOOM_CAPACITY / WEBCRAWL_BLOOM_ERROR_RATE ask for {wanted['capacity']} "
                 f"at {wanted['error_rate']}: use the same values, or clear the crawl"
             )
+        # Allocate the whole bitmap now: one allocation instead of growing a large string bit by bit.
+        if self.client.strlen(self.keys.seen) < self.bloom.num_bytes:
+            self.client.setbit(self.keys.seen, self.bloom.num_bits - 1, 0)
 
     def flush(self, entries: Sequence[Entry], acks: Iterable[str], now: float,
               finished: Sequence[tuple[str, float]] = ()) -> tuple[list[int], Counts]:
