@@ -21,6 +21,7 @@ w3lib itself. Results are memoised in a bounded dict: navigation links repeat on
 from __future__ import annotations
 
 import re
+from typing import Literal
 from urllib.parse import quote_from_bytes, unquote_to_bytes
 
 from w3lib.url import canonicalize_url
@@ -116,7 +117,7 @@ class Canonicalizer:
         memo[href] = url
         self._dir_memo_size += 1
 
-    def _fast(self, url: str) -> str | None | bool:
+    def _fast(self, url: str) -> str | None | Literal[False]:
         """The canonical URL, or ``False`` when the URL needs the slow path."""
         m = _ABSOLUTE.match(url)
         if m is None:

@@ -23,7 +23,7 @@ def field_value(node: Any, rule: FieldRule, base: Base) -> str | None:
     """The value ``rule`` takes from one selectolax node."""
     if rule.attr is None:
         return " ".join(node.text(deep=True).split())
-    value = node.attrs.get(rule.attr)
+    value: str | None = node.attrs.get(rule.attr)
     if value is None:
         return None
     if rule.attr in _URL_ATTRS:
