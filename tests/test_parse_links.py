@@ -162,3 +162,8 @@ def test_rule_validation_names_the_field() -> None:
         LinkRules(allowed_domains=("http://example.com/",))
     with pytest.raises(ValueError, match="max_depth"):
         LinkRules(max_depth=-1)
+
+
+def test_base_href_left_in_body_is_still_honoured() -> None:
+    links, _ = links_of('<html><body><p>x</p><BASE HREF="http://other.example.com/b/"><a href="c">c</a></body></html>')
+    assert links == ("http://other.example.com/b/c",)

@@ -57,6 +57,24 @@ class ParseResult:
         return {k: v for k, v in self.record.items() if k not in self.volatile}
 
 
+def _base_href(tree: Any, data: bytes | str) -> str | None:
+    """The href of the document's first ``<base href>``, browsers' rule.
+
+    A miss over the whole tree costs 200 us, more than joining every link, and almost every
+    page has no <base>: look in <head> (3 us), then in the whole tree only when the text holds
+    "<base" at all (a byte search, about 10 us)."""
+    head = tree.head
+    node = head.css_first("base[href]") if head is not None else None
+    if node is None:
+        if isinstance(data, bytes):
+            present = b"<base" in data or b"<BASE" in data or b"<Base" in data
+        else:
+            present = "<base" in data or "<BASE" in data or "<Base" in data
+        if present:
+            node = tree.css_first("base[href]")
+    return node.attrs.get("href") if node is not None else None
+
+
 class PageParser:
     """Parses the pages of one site with one ``ParseRules``. Holds memo tables (canonical URLs,
     link verdicts) shared by the pages it parses: build one per site and process, reuse it."""
@@ -96,11 +114,7 @@ class PageParser:
             counts["pages/unparsable"] = 1
             del counts["pages/html"]
             return ParseResult(canonical, "unparsable", name, counts=dict(counts), encoding=prepared.encoding)
-        # <base> belongs in <head>; searching only there costs 3 us instead of 200 (a miss
-        # walks the whole tree). A <base> that the parser left in <body> is ignored.
-        head = tree.head
-        base_node = head.css_first("base[href]") if head is not None else None
-        base_href = base_node.attrs.get("href") if base_node is not None else None
+        base_href = _base_href(tree, prepared.data)
         base = Base(self.canonicalizer, canonical, base_href)
         links = extract_links(tree, base, canonical, self.link_filter, depth, counts)
         record = None
