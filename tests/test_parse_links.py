@@ -167,3 +167,12 @@ def test_rule_validation_names_the_field() -> None:
 def test_base_href_left_in_body_is_still_honoured() -> None:
     links, _ = links_of('<html><body><p>x</p><BASE HREF="http://other.example.com/b/"><a href="c">c</a></body></html>')
     assert links == ("http://other.example.com/b/c",)
+
+
+def test_unicode_allowed_domain_matches_punycode_hosts() -> None:
+    links, counts = links_of(
+        '<a href="http://b\u00fccher.de/a">1</a><a href="http://www.xn--bcher-kva.de/b">2</a><a href="http://other.de/">3</a>',
+        allowed_domains=("B\u00fccher.de",),
+    )
+    assert links == ("http://xn--bcher-kva.de/a", "http://www.xn--bcher-kva.de/b")
+    assert counts["links/filtered/scope"] == 1

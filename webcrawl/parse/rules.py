@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from urllib.parse import urlsplit
 
 from selectolax.lexbor import LexborHTMLParser, SelectolaxError
+from w3lib.url import canonicalize_url
 
 __all__ = [
     "DEFAULT_SESSION_PARAMS",
@@ -52,6 +54,14 @@ def _compile(name: str, pattern: str) -> re.Pattern[str]:
 
 
 _PROBE = LexborHTMLParser("<p></p>")
+
+
+def _idna_host(host: str) -> str:
+    """``host`` as canonical URLs spell it (w3lib's IDNA encoding)."""
+    try:
+        return urlsplit(canonicalize_url(f"http://{host}/")).hostname or host
+    except ValueError:
+        raise ValueError(f"links allowed_domains: {host!r} is not a valid host name") from None
 
 
 def _check_css(where: str, css: str) -> None:
@@ -196,8 +206,10 @@ class LinkRules:
         if self.max_depth is not None and self.max_depth < 0:
             raise ValueError(f"links max_depth: {self.max_depth!r}; expected None or >= 0")
         domains = tuple(d.strip().lower().strip(".") for d in self.allowed_domains)
-        if any(not d or "/" in d for d in domains):
+        if any(not d or "/" in d or "@" in d for d in domains):
             raise ValueError(f"links allowed_domains: {self.allowed_domains!r}; expected bare host names")
+        # Canonical URLs carry IDNA (punycode) hosts: compare like with like.
+        domains = tuple(d if d.isascii() else _idna_host(d) for d in domains)
         object.__setattr__(self, "allowed_domains", domains)
         object.__setattr__(self, "denied_extensions", frozenset(e.lower().lstrip(".") for e in self.denied_extensions))
         object.__setattr__(self, "session_params", frozenset(p.lower() for p in self.session_params))
