@@ -1,0 +1,188 @@
+"""Real crawls in real processes against a multi-host site on 127.0.0.x and a real redis-server:
+politeness across processes, kill -9 recovery, Redis failures, the embedded server."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from tests.conftest import RedisServer
+from tests.crawls import finish, gaps_by_host, pages, start_crawl, stats_of, wait_for
+from webcrawl.demo.serve import ServerProcess, start_server_process
+
+HOSTS = 3
+PAGES = 45
+
+
+@pytest.fixture
+def site(tmp_path: Path) -> Iterator[ServerProcess]:
+    server = start_server_process("generated", HOSTS, tmp_path / "server.log", pages=PAGES,
+                                  min_kb=2, max_kb=6, links=20)
+    yield server
+    server.stop()
+
+
+def seeds(site: ServerProcess) -> str:
+    return ",".join(site.base_url(h) + "/" for h in site.hosts)
+
+
+def all_pages(site: ServerProcess) -> set[str]:
+    """Every page (host and path) reachable from the seeds, from the site's own link graph."""
+    return {u.split("://", 1)[1].split(":", 1)[0] + "/" + u.split("/", 3)[3]
+            for u in site.site.reachable()}
+
+
+def settings(redis_url: str, delay: float, **extra: object) -> dict[str, object]:
+    return {"WEBCRAWL_REDIS_URL": redis_url, "WEBCRAWL_DOMAIN_DELAY_SECONDS": delay,
+            "WEBCRAWL_CRAWL_NAME": "shared", "LOG_LEVEL": "INFO", **extra}
+
+
+def fetched(site: ServerProcess) -> Counter[str]:
+    return Counter(f"{e.host}/{e.path.lstrip('/')}" for e in pages(site.read_log()))
+
+
+def test_two_processes_share_one_polite_crawl(site: ServerProcess, redis_url: str,
+                                              tmp_path: Path) -> None:
+    delay = 0.3
+    common = settings(redis_url, delay)
+    a = start_crawl("follow", common, tmp_path, {"seeds": seeds(site)}, "a.log")
+    wait_for(lambda: len(site.read_log()) >= 3, 30, "the first process to start fetching")
+    b = start_crawl("follow", common, tmp_path, {"seeds": seeds(site)}, "b.log")
+    assert finish(a) == 0 and finish(b) == 0
+    log = pages(site.read_log())
+    counts = fetched(site)
+    assert set(counts) == all_pages(site)
+    assert max(counts.values()) == 1, "a page was fetched twice"
+    gaps = [g for host_gaps in gaps_by_host(log).values() for g in host_gaps]
+    assert min(gaps) >= delay, f"{sum(g < delay for g in gaps)} gaps shorter than {delay} s"
+    # Both processes worked, and together they kept every host near its politeness bound.
+    for name in ("a.log", "b.log"):
+        stats = stats_of((tmp_path / name).read_text())
+        assert stats.get("downloader/response_count", 0) > 0, f"{name} fetched nothing"
+    span = max(e.mono for e in log) - min(e.mono for e in log)
+    per_host = Counter(e.host for e in log)
+    bound = max((n - 1) * delay for n in per_host.values())
+    assert span <= bound / 0.8, f"took {span:.2f} s, the politeness bound is {bound:.2f} s"
+
+
+def test_kill_9_loses_nothing(site: ServerProcess, redis_url: str, tmp_path: Path) -> None:
+    common = settings(redis_url, 0.1, WEBCRAWL_LEASE_SECONDS=3, CONCURRENT_REQUESTS=8)
+    victim = start_crawl("follow", common, tmp_path, {"seeds": seeds(site)}, "victim.log")
+    wait_for(lambda: len(site.read_log()) >= PAGES // 3, 60, "a third of the site to be fetched")
+    victim.send_signal(signal.SIGKILL)
+    victim.wait()
+    before = sum(fetched(site).values())
+    survivor = start_crawl("follow", common, tmp_path, {"seeds": seeds(site)}, "survivor.log")
+    assert finish(survivor) == 0, (tmp_path / "survivor.log").read_text()[-3000:]
+    counts = fetched(site)
+    assert set(counts) == all_pages(site), "pages lost after kill -9"
+    duplicates = sum(n - 1 for n in counts.values())
+    # Only what the dead process had in flight (leased) may be fetched again.
+    assert duplicates <= 8, f"{duplicates} pages fetched twice (had {before} before the kill)"
+    stats = stats_of((tmp_path / "survivor.log").read_text())
+    assert stats.get("scheduler/leases/reclaimed", 0) >= duplicates
+
+
+def start_persistent_redis(folder: Path) -> subprocess.Popen[bytes]:
+    from webcrawl.state.embedded import redis_server_binary
+
+    process = subprocess.Popen(
+        [redis_server_binary(), "--port", "0", "--unixsocket", str(folder / "r.sock"),
+         "--dir", str(folder), "--appendonly", "yes", "--appendfsync", "always", "--save", ""],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    client = redis.Redis(unix_socket_path=str(folder / "r.sock"))
+
+    def up() -> bool:
+        try:
+            return bool(client.ping())
+        except redis.RedisError:
+            return False
+
+    wait_for(up, 20, "redis-server to start")
+    return process
+
+
+def test_redis_going_away_stops_the_crawl_and_loses_nothing(site: ServerProcess,
+                                                            tmp_path: Path) -> None:
+    folder = tmp_path / "redis"
+    folder.mkdir()
+    server = start_persistent_redis(folder)
+    common = settings(f"unix://{folder / 'r.sock'}", 0.1, WEBCRAWL_LEASE_SECONDS=2)
+    crawl = start_crawl("follow", common, tmp_path, {"seeds": seeds(site)}, "first.log")
+    wait_for(lambda: len(site.read_log()) >= PAGES // 3, 60, "a third of the site to be fetched")
+    server.kill()
+    server.wait()
+    assert finish(crawl, 60) == 0
+    log = (tmp_path / "first.log").read_text()
+    assert "stopped answering" in log and str(folder / "r.sock") in log
+    assert stats_of(log)["finish_reason"] == "redis_unavailable"
+    # Redis comes back from its append-only file; the crawl resumes and completes.
+    server = start_persistent_redis(folder)
+    try:
+        again = start_crawl("follow", common, tmp_path, {"seeds": seeds(site)}, "second.log")
+        assert finish(again) == 0
+    finally:
+        server.kill()
+        server.wait()
+    assert set(fetched(site)) == all_pages(site)
+
+
+def test_unreachable_redis_is_named_before_any_fetch(site: ServerProcess, tmp_path: Path) -> None:
+    url = "redis://127.0.0.1:1/0"
+    crawl = start_crawl("follow", settings(url, 0.1), tmp_path, {"seeds": seeds(site)})
+    assert finish(crawl, 60) == 2
+    output = (tmp_path / "crawl.log").read_text()
+    assert f"Redis at {url} does not answer" in output
+    assert "Traceback" not in output
+    assert site.read_log() == []
+
+
+def test_embedded_redis_persists_and_stops(site: ServerProcess, tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    common = {"WEBCRAWL_DATA_DIR": data, "WEBCRAWL_DOMAIN_DELAY_SECONDS": 0.05}
+    first = start_crawl("follow", common, tmp_path, {"seeds": seeds(site)}, "first.log")
+    assert finish(first) == 0
+    assert set(fetched(site)) == all_pages(site)
+    assert (data / "appendonly.aof").stat().st_size > 0
+    assert not (data / "redis.sock").exists(), "the embedded server outlived its last crawl"
+    pid = (data / "redis.pid")
+    assert not pid.exists() or not _alive(int(pid.read_text()))
+    # A second run resumes the same crawl: the seeds are known, nothing is fetched again.
+    second = start_crawl("follow", common, tmp_path, {"seeds": seeds(site)}, "second.log")
+    assert finish(second) == 0
+    assert max(fetched(site).values()) == 1
+    assert stats_of((tmp_path / "second.log").read_text()).get("dupefilter/filtered") == HOSTS
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_crawlstate_command_shows_and_clears(site: ServerProcess, redis_server: RedisServer,
+                                             redis_url: str, tmp_path: Path) -> None:
+    client = redis_server.client()
+    client.zadd("webcrawl:{shared}:ready", {"127.0.0.2": 1.0})
+    client.zadd("webcrawl:{shared}:frontier:127.0.0.2", {"0000000000000001|{}": 0})
+    client.set("webcrawl:{shared}:queued", 1)
+    env = dict(os.environ, SCRAPY_SETTINGS_MODULE="webcrawl.settings")
+    base = ["-m", "scrapy", "crawlstate", "shared", "-s", f"WEBCRAWL_REDIS_URL={redis_url}"]
+    import sys
+
+    shown = subprocess.run([sys.executable, *base], env=env, cwd=tmp_path, capture_output=True,
+                           text=True, check=True)
+    assert "queued requests:    1" in shown.stdout and "127.0.0.2" in shown.stdout
+    cleared = subprocess.run([sys.executable, *base, "--clear"], env=env, cwd=tmp_path,
+                             capture_output=True, text=True, check=True)
+    assert "3 keys deleted" in cleared.stdout
+    assert not client.keys("webcrawl:{shared}:*")
