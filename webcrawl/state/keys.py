@@ -21,6 +21,8 @@ Keys that are not per crawl start with ``webcrawl:`` and are shared by every cra
 | ``{c}:seen`` | string | the seen-URL bloom filter's bitmap |
 | ``{c}:seen:meta`` | hash | capacity, error rate, slices and bits of that filter (checked at open) |
 | ``{c}:evicted`` | string | requests evicted from capped frontiers so far |
+| ``{c}:page:<canonical url>`` | hash | one page's history: hash, validators, visit statistics, cost, body pointer (:mod:`webcrawl.state.history`) |
+| ``{c}:trust:validators`` | hash | host -> JSON of its validator trust (:mod:`webcrawl.state.trust`) |
 | ``webcrawl:robots:<scheme://host:port>`` | hash | a parsed robots.txt answer, with expiry |
 | ``webcrawl:excluded`` | set | domains that asked to be left alone |
 | ``webcrawl:excluded:events`` | string | counter bumped on each change of the exclusion list |
@@ -101,6 +103,17 @@ class CrawlKeys:
     @property
     def evicted(self) -> str:
         return self.prefix + "evicted"
+
+    @property
+    def trust_validators(self) -> str:
+        return self.prefix + "trust:validators"
+
+    def page(self, url: str) -> str:
+        return f"{self.prefix}page:{url}"
+
+    @property
+    def page_prefix(self) -> str:
+        return f"{self.prefix}page:"
 
     def frontier(self, domain: str) -> str:
         return f"{self.prefix}frontier:{domain}"

@@ -1,0 +1,141 @@
+"""``scrapy body``: read a site's body store.
+
+    scrapy body <site> <url> [--as-of TIME] [--meta]   the stored body (latest, or as of TIME)
+    scrapy body <site> --verify                         check every record and index; status 1 if damaged
+    scrapy body <site> --warc FILE [--as-of TIME]       export each URL's latest body to WARC
+
+The store is ``<WEBCRAWL_DATA_DIR>/<site>/bodies/``. A URL is looked up in its canonical form (the
+form the pipeline stores), then as given. The body goes to stdout as bytes; ``--meta`` prints the
+record's header lines (url, fetch time, status, hash, headers) instead. TIME is seconds since the
+epoch or an ISO 8601 date-time (UTC unless it names a zone).
+"""
+
+from __future__ import annotations
+
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from scrapy.commands import ScrapyCommand
+from scrapy.exceptions import UsageError
+
+from webcrawl.parse import Canonicalizer
+from webcrawl.pipelines.bodystore import bodies_folder
+from webcrawl.store import BodyReader, CorruptRecordError, StoreError, export_warc, verify
+
+if TYPE_CHECKING:
+    import argparse
+
+    from webcrawl.store import StoredBody
+
+
+def parse_time(text: str) -> float:
+    """Seconds since the epoch from a number or an ISO 8601 date-time (UTC when naive)."""
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise UsageError(f"--as-of {text!r}: expected seconds since the epoch or an ISO 8601 "
+                         "date-time such as 2026-01-31T12:00:00Z", print_help=False) from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.timestamp()
+
+
+def _iso(t: float) -> str:
+    return datetime.fromtimestamp(t, UTC).isoformat(timespec="seconds")
+
+
+class Command(ScrapyCommand):
+    requires_project = True
+    requires_crawler_process = False
+    default_settings: ClassVar[dict[str, Any]] = {"LOG_LEVEL": "WARNING"}
+
+    def syntax(self) -> str:
+        return "<site> [<url> [--as-of TIME] [--meta] | --verify | --warc FILE [--as-of TIME]]"
+
+    def short_desc(self) -> str:
+        return "Print a stored body, verify a site's body store or export it to WARC"
+
+    def long_desc(self) -> str:
+        return __doc__ or ""
+
+    def add_options(self, parser: argparse.ArgumentParser) -> None:
+        super().add_options(parser)
+        parser.add_argument("--as-of", dest="as_of", metavar="TIME",
+                            help="the newest body fetched at or before TIME")
+        parser.add_argument("--meta", action="store_true", help="print the record's header, not the body")
+        parser.add_argument("--verify", action="store_true", help="check the whole store")
+        parser.add_argument("--warc", metavar="FILE", help="export each URL's latest body to FILE")
+
+    def run(self, args: list[str], opts: argparse.Namespace) -> None:
+        assert self.settings is not None
+        if not args or len(args) > 2:
+            raise UsageError("expected a site name and a URL, or a site name with --verify or --warc")
+        site, url = args[0], (args[1] if len(args) == 2 else None)
+        if sum((url is not None, bool(opts.verify), bool(opts.warc))) != 1:
+            raise UsageError("give exactly one of a URL, --verify or --warc")
+        try:
+            folder = bodies_folder(self.settings.get("WEBCRAWL_DATA_DIR") or ".webcrawl", site)
+        except ValueError as exc:
+            raise UsageError(str(exc), print_help=False) from None
+        if not folder.is_dir():
+            raise UsageError(f"no body store for site {site!r} at {folder} (check WEBCRAWL_DATA_DIR)",
+                             print_help=False)
+        as_of = parse_time(opts.as_of) if opts.as_of else None
+        if opts.verify:
+            self._verify(folder)
+        elif opts.warc:
+            report = export_warc(folder, opts.warc, as_of=as_of, gzip=opts.warc.endswith(".gz"))
+            print(f"{report.records} records, {report.body_bytes} body bytes written to {opts.warc}"
+                  + (f"; {len(report.skipped)} corrupt records left out" if report.skipped else ""),
+                  file=sys.stderr)
+            self.exitcode = 1 if report.skipped else 0
+        else:
+            assert url is not None
+            self._show(folder, url, as_of, opts.meta)
+
+    def _show(self, folder: Path, url: str, as_of: float | None, meta: bool) -> None:
+        canonical = Canonicalizer().canonical(url)
+        try:
+            with BodyReader(folder) as reader:
+                stored: StoredBody | None = None
+                for candidate in dict.fromkeys(c for c in (canonical, url) if c):
+                    stored = reader.lookup(candidate, as_of)
+                    if stored is not None:
+                        break
+        except (CorruptRecordError, StoreError) as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            self.exitcode = 1
+            return
+        if stored is None:
+            when = f" fetched at or before {_iso(as_of)}" if as_of is not None else ""
+            print(f"no stored body of {url}{when}", file=sys.stderr)
+            self.exitcode = 1
+            return
+        if meta:
+            lines = [f"url: {stored.url}", f"fetch_time: {stored.fetch_time} ({_iso(stored.fetch_time)})",
+                     f"status: {stored.status}", f"content_hash: {stored.content_hash}",
+                     f"content_type: {stored.content_type}", f"body_length: {stored.body_length}",
+                     f"pointer: {stored.pointer}"]
+            lines += [f"header: {k}: {v}" for k, v in stored.headers]
+            sys.stdout.write("\n".join(lines) + "\n")
+        else:
+            sys.stdout.buffer.write(stored.body)
+        sys.stdout.flush()
+
+    def _verify(self, folder: Path) -> None:
+        report = verify(folder)
+        print(f"{folder}: {report.segments} segments, {report.records_ok} records ok, "
+              f"{report.bytes_scanned} bytes scanned, {report.torn_bytes} torn tail bytes, "
+              f"{len(report.corrupt)} corrupt ranges, {len(report.index_errors)} index errors")
+        for damage in report.corrupt:
+            print(f"corrupt: segment {damage.segment} bytes {damage.offset}..{damage.offset + damage.length}: "
+                  f"{damage.reason}")
+        for problem in report.index_errors:
+            print(f"index: {problem}")
+        self.exitcode = 0 if report.ok else 1
