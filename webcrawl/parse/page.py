@@ -57,21 +57,14 @@ class ParseResult:
         return {k: v for k, v in self.record.items() if k not in self.volatile}
 
 
-def _base_href(tree: Any, data: bytes | str) -> str | None:
-    """The href of the document's first ``<base href>``, browsers' rule.
+def _base_href(tree: Any) -> str | None:
+    """The href of the first ``<base href>`` in ``<head>``.
 
-    A miss over the whole tree costs 200 us, more than joining every link, and almost every
-    page has no <base>: look in <head> (3 us), then in the whole tree only when the text holds
-    "<base" at all (a byte search, about 10 us)."""
+    Only <head> is searched: a miss over the whole tree costs about 180 us a page (a byte search
+    for "<base" in the text, 70 us), more than joining every link, and almost no page has a
+    <base>, let alone one outside <head> (invalid HTML, ignored here)."""
     head = tree.head
     node = head.css_first("base[href]") if head is not None else None
-    if node is None:
-        if isinstance(data, bytes):
-            present = b"<base" in data or b"<BASE" in data or b"<Base" in data
-        else:
-            present = "<base" in data or "<BASE" in data or "<Base" in data
-        if present:
-            node = tree.css_first("base[href]")
     return node.attrs.get("href") if node is not None else None
 
 
@@ -114,7 +107,7 @@ class PageParser:
             counts["pages/unparsable"] = 1
             del counts["pages/html"]
             return ParseResult(canonical, "unparsable", name, counts=dict(counts), encoding=prepared.encoding)
-        base_href = _base_href(tree, prepared.data)
+        base_href = _base_href(tree)
         base = Base(self.canonicalizer, canonical, base_href)
         links = extract_links(tree, base, canonical, self.link_filter, depth, counts)
         record = None
