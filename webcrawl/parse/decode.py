@@ -105,7 +105,7 @@ def prepare_body(body: bytes, max_bytes: int, declared_encoding: str | None = No
     truncated = size > max_bytes
     if truncated:
         body = body[:max_bytes]
-    if not body.strip():
+    if not body or body.isspace():  # isspace stops at the first other byte; strip() copies
         return Body("empty", b"", "utf-8", size, truncated)
     bom_encoding, found_bom = read_bom(body)
     bom = found_bom or b""
