@@ -69,8 +69,9 @@ def _base_href(tree: Any) -> str | None:
 
 
 class PageParser:
-    """Parses the pages of one site with one ``ParseRules``. Holds memo tables (canonical URLs,
-    link verdicts) shared by the pages it parses: build one per site and process, reuse it."""
+    """Parses the pages of one site with one ``ParseRules``. Holds bounded memo tables (hrefs
+    resolved per directory, canonical URLs, link verdicts) shared by the pages it parses: build
+    one per site and process and reuse it. Not thread-safe (Scrapy parses on one thread)."""
 
     def __init__(self, rules: ParseRules, canonicalizer: Canonicalizer | None = None) -> None:
         self.rules = rules
