@@ -26,9 +26,9 @@ import numpy as np
 
 from bench._report import table, write_section
 from webcrawl.revisit import (
-    EffectiveData, GammaPrior, HistoryTable, PlanInput, Reserves, TrustTracker, effective_data,
+    BillingModel, CostProfile, EffectiveData, GammaPrior, HistoryTable, PlanInput, Reserves, TrustTracker, effective_data,
     estimate_rates, fit_group_priors, optimal_frequencies, plan_cycle, proportional_frequencies,
-    uniform_frequencies, value_weighted_freshness,
+    expected_cost, uniform_frequencies, value_weighted_freshness,
 )
 from webcrawl.revisit.simulate import DAY, Observation, PeriodicPolicy, Population, run, synthetic_population
 
@@ -46,7 +46,8 @@ class LearnedPolicy:
 
     def __init__(self, pop: Population, budget_per_cycle: float, rng: np.random.Generator,
                  prior: GammaPrior = GammaPrior.from_mean(1 / (7 * DAY), shape=0.5), *,
-                 true_rates: np.ndarray | None = None, interval_is_since: bool = False) -> None:
+                 true_rates: np.ndarray | None = None, interval_is_since: bool = False,
+                 conditional: bool = False) -> None:
         n = len(pop)
         self.value, self.cost, self.group = pop.value, pop.cost, pop.group
         self.ngroups = int(pop.group.max()) + 1
@@ -59,6 +60,9 @@ class LearnedPolicy:
         self.rate = np.full(n, prior.mean) if true_rates is None else true_rates
         self.learn = true_rates is None
         self.interval_is_since = interval_is_since  # section 3's gain with I = t, for comparison
+        # Conditional requests to hosts that honour validators: an unchanged page costs a 304.
+        self.conditional = conditional
+        self.profile = CostProfile(full_bytes=pop.cost, not_modified_bytes=pop.not_modified_cost)
         self.trust = [TrustTracker() for _ in range(self.ngroups)]  # one per host (site + type here)
         self.refit_at = DAY
         self.planned = 0.0
@@ -68,7 +72,11 @@ class LearnedPolicy:
             self._refit()
             self.refit_at += DAY
         since = now + 0.5 * cycle_seconds - self.last_visit  # fetches land mid-cycle on average
-        pages = PlanInput(rate=self.rate, since=since, value=self.value, cost=self.cost,
+        cost = self.cost
+        if self.conditional:
+            cost = expected_cost(BillingModel.BANDWIDTH, self.profile, p_unchanged=np.exp(-self.rate * since),
+                                 validators_trusted=True)
+        pages = PlanInput(rate=self.rate, since=since, value=self.value, cost=cost,
                           interval=since if self.interval_is_since else None)
         plan = plan_cycle(pages, self.budget, RESERVES, rng=self.rng)
         self.planned += plan.total
@@ -120,6 +128,7 @@ def main() -> None:
         "learned (webcrawl.revisit)": {},
         "learned, section-3 gain with I = t": {"interval_is_since": True},
         "planner with true rates": {"true_rates": pop.rate},
+        "learned + conditional requests (304 = 1 KB)": {"conditional": True},
     }
     for name, options in learned.items():
         started = time.process_time()
@@ -151,7 +160,12 @@ def main() -> None:
             rows,
         )
         + "\n\nTargets (issue 5): learned >= 0.95 x oracle's freshness and above uniform; cost per "
-        "detected change <= 0.7 x uniform's."
+        "detected change <= 0.7 x uniform's; with cheap signals on, the learned policy at equal bytes "
+        "matches or beats the oracle that fetches full pages only (here: conditional requests to hosts "
+        "that honour them, a 304 costing 1 KB; listing pages are not simulated). \"expected (analytic)\" "
+        "is the long-run freshness of a periodic schedule; proportional's measured figure is far above "
+        "it because its slowest pages are visited so rarely that they keep their initial copies through "
+        "the window. One seed; every policy sees the same world."
     )
     write_section("policy", "Revisit policy (simulated)", "./run bench policy", body)
     print(table(["policy", "freshness", "expected", "vs oracle", "spend/budget", "visits", "changes",

@@ -14,6 +14,7 @@ from enum import Enum
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+Amount = float | NDArray[np.float64]  # a figure for one page, or one per page
 _MAX_FAILURE_RATE = 0.99  # a host failing every attempt would make every visit infinitely dear
 
 
@@ -30,17 +31,19 @@ class BillingModel(str, Enum):
 class CostProfile:
     """Measured averages for a page or its page type (see :class:`RunningCost`)."""
 
-    full_bytes: float  #: bytes on the wire of a full response: request + response headers + body
-    not_modified_bytes: float = 0.0  #: bytes of a conditional request answered 304
-    failed_bytes: float = 0.0  #: bytes sent and received by an attempt before it failed
-    failure_rate: float = 0.0  #: fraction of attempts that fail (errors, timeouts, 429/503)
-    credits: float = 1.0  #: credits per successful response (rendering costs the same)
-    not_modified_credits: float = 1.0  #: credits of a 304; 1 unless the API prices it lower
+    full_bytes: Amount  #: bytes on the wire of a full response: request + response headers + body
+    not_modified_bytes: Amount = 0.0  #: bytes of a conditional request answered 304
+    failed_bytes: Amount = 0.0  #: bytes sent and received by an attempt before it failed
+    failure_rate: Amount = 0.0  #: fraction of attempts that fail (errors, timeouts, 429/503)
+    credits: Amount = 1.0  #: credits per successful response (rendering costs the same)
+    not_modified_credits: Amount = 1.0  #: credits of a 304; 1 unless the API prices it lower
 
     def __post_init__(self) -> None:
-        if not 0 <= self.failure_rate <= 1:
+        # Fields may also be numpy arrays (one entry per page), priced in one call.
+        if not np.all((np.asarray(self.failure_rate) >= 0) & (np.asarray(self.failure_rate) <= 1)):
             raise ValueError(f"CostProfile.failure_rate={self.failure_rate!r}: expected 0..1")
-        if min(self.full_bytes, self.not_modified_bytes, self.failed_bytes, self.credits) < 0:
+        figures = (self.full_bytes, self.not_modified_bytes, self.failed_bytes, self.credits)
+        if any(np.any(np.asarray(v) < 0) for v in figures):
             raise ValueError(f"{self!r}: byte and credit figures must be >= 0")
 
 
@@ -54,22 +57,22 @@ def expected_cost(
     (``exp(-rate * since)``); used only where the host's validators are trusted, since only then is
     an unchanged page answered by a cheap 304. ``health`` (>= 1, see :class:`HealthTracker`)
     multiplies the result while the domain is unhealthy. Failed attempts before the answer:
-    f / (1 - f) of them on average for failure rate f.
+    f / (1 - f) of them on average for failure rate f. Arrays broadcast: a profile whose fields
+    are per-page arrays prices every page at once.
     """
-    f = min(profile.failure_rate, _MAX_FAILURE_RATE)
+    f = np.minimum(profile.failure_rate, _MAX_FAILURE_RATE)
     retries = f / (1.0 - f)
-    p304 = np.asarray(p_unchanged, dtype=float) if validators_trusted else np.zeros(1)
+    p304 = np.asarray(p_unchanged, dtype=float) if validators_trusted else np.zeros(())
     if billing is BillingModel.BANDWIDTH:
         answer = p304 * profile.not_modified_bytes + (1 - p304) * profile.full_bytes
         cost = answer + retries * profile.failed_bytes
     elif billing is BillingModel.CREDITS:
         cost = p304 * profile.not_modified_credits + (1 - p304) * profile.credits
     elif billing is BillingModel.REQUESTS:
-        cost = np.ones_like(p304) * (1.0 + retries)
+        cost = np.ones_like(p304) * (1.0 + retries)  # a 304 is a request like any other
     else:  # pragma: no cover - exhaustive enum
         raise ValueError(f"unknown billing model {billing!r}")
-    out = np.asarray(cost * np.asarray(health, dtype=float), dtype=float)
-    return out if np.ndim(p_unchanged) or np.ndim(health) else out.reshape(())
+    return np.asarray(cost * np.asarray(health, dtype=float), dtype=float)
 
 
 class RunningCost:

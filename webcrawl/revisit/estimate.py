@@ -99,42 +99,47 @@ def censored_mle(history: PageHistory | HistoryTable, *, bias_reduced: bool = Tr
 
 def _solve(counts: Floats, mean_t: Floats, k: Floats, exposure: Floats) -> Floats:
     """Root of score(rate) = exposure, per row: Newton steps on log(rate) kept inside a bisection
-    bracket, so it converges fast where the score is smooth and cannot diverge where it is not."""
+    bracket, so it converges fast where the score is smooth and cannot diverge where it is not.
+    Rows leave the loop as they converge (most take a handful of steps)."""
     lo = np.full(len(k), _LOG_LO)
     hi = np.full(len(k), _LOG_HI)
     # Start from changes / exposure, the MLE if every change had been seen.
     u = np.clip(np.log((counts.sum(axis=1) + k) / exposure), _LOG_LO + 1, _LOG_HI - 1)
+    act = np.arange(len(k))
     for _ in range(_ITERATIONS):
-        rate = np.exp(u)
-        score, info = _score_terms(rate, counts, mean_t)
-        g = score + k / rate - exposure  # falls as the rate rises
-        lo = np.where(g > 0, u, lo)
-        hi = np.where(g > 0, hi, u)
-        step = g / (rate * (info + k / (rate * rate)))  # -g / (dg/du)
-        newton = u + step
-        inside = (newton >= lo) & (newton <= hi)
-        nxt = np.where(inside, newton, 0.5 * (lo + hi))
-        if np.all(np.abs(nxt - u) < 1e-12):
-            return np.exp(nxt)
-        u = nxt
+        ua = u[act]
+        rate = np.exp(ua)
+        score, info = _score_terms(rate, counts[act], mean_t[act])
+        g = score + k[act] / rate - exposure[act]  # falls as the rate rises
+        lo[act] = np.where(g > 0, ua, lo[act])
+        hi[act] = np.where(g > 0, hi[act], ua)
+        newton = ua + g / (rate * (info + k[act] / (rate * rate)))  # u - g / (dg/du)
+        inside = (newton >= lo[act]) & (newton <= hi[act])
+        nxt = np.where(inside, newton, 0.5 * (lo[act] + hi[act]))
+        u[act] = nxt
+        act = act[np.abs(nxt - ua) >= 1e-12]
+        if not len(act):
+            break
     return np.exp(u)
 
 
 def effective_data(history: PageHistory | HistoryTable) -> EffectiveData:
     """Summarise each page's likelihood as ``events`` changes over ``exposure`` seconds."""
     table = _columns(history)
-    mle = censored_mle(table)
     # Match the likelihood itself (plain MLE); only where that is infinite (a change at every
     # visit) fall back to the bias-reduced mode, the one finite summary such a page has.
-    plain = censored_mle(table, bias_reduced=False)
-    counts, mean_t, k, exposure = _prepare(table, bias_reduced=False)
-    changed = np.isfinite(mle) & (mle > 0)
-    rate = np.where(changed, np.where(np.isfinite(plain), plain, mle), 1.0)
+    mode = censored_mle(table, bias_reduced=False)
+    endless = np.flatnonzero(np.isinf(mode))
+    if len(endless):
+        mode[endless] = censored_mle(table.take(endless))
+    counts, mean_t, k, _ = _prepare(table, bias_reduced=False)
+    changed = np.isfinite(mode) & (mode > 0)
+    rate = np.where(changed, mode, 1.0)
     _, info = _score_terms(rate, counts, mean_t)
     events = np.where(changed, rate * rate * info + k, 0.0)
     # No change seen: the likelihood exp(-rate * U) is already Poisson with 0 events over U.
     span = np.where(changed, events / rate, table.unchanged_seconds)
-    return EffectiveData(events=events, exposure=np.where(table.visits > 0, span, 0.0), mle=mle)
+    return EffectiveData(events=events, exposure=np.where(table.visits > 0, span, 0.0), mle=mode)
 
 
 def _grid_posterior_mean(table: HistoryTable, shape: Floats, rate: Floats, grid: Floats = _GRID) -> Floats:

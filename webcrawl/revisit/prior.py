@@ -43,7 +43,9 @@ class EffectiveData:
 
     events: Floats
     exposure: Floats
-    mle: Floats  #: the bias-reduced censored MLE (0 for pages with no changes, NaN with no visits)
+    #: where the match was made: the plain censored MLE, or the bias-reduced one for pages that
+    #: changed at every visit (0 for pages with no change seen, NaN with no visits)
+    mle: Floats
 
 
 @dataclass(frozen=True)

@@ -39,6 +39,7 @@ class Population:
     group: Indices  #: site + page type id, 0..ngroups-1
     lastmod: NDArray[np.bool_]  #: the page's host sends a Last-Modified that tells the truth
     fetched: Floats  #: when our current copy was fetched, relative to the start (<= 0)
+    not_modified_cost: Floats | None = None  #: cost of a conditional visit answered 304
 
     def __len__(self) -> int:
         return len(self.rate)
@@ -71,6 +72,7 @@ def synthetic_population(
         group=(site * len(CHO_GM_MIX) + page_type).astype(np.intp),
         lastmod=site == sites - 1,
         fetched=-rng.uniform(0.0, copy_age_seconds, n),
+        not_modified_cost=np.full(n, 1.0),  # about 1 KB of request and response headers
     )
 
 
@@ -103,8 +105,11 @@ class Truth:
         b = np.minimum(np.minimum(until, self.fresh_until[index]), self.end)
         self.fresh_seconds[index] += np.maximum(b - a, 0.0)
 
-    def visit(self, index: Indices, when: Floats) -> Observation:
-        """Fetch pages ``index`` (distinct) at times ``when`` (not before their previous fetch)."""
+    def visit(self, index: Indices, when: Floats, conditional: bool = False) -> Observation:
+        """Fetch pages ``index`` (distinct) at times ``when`` (not before their previous fetch).
+
+        ``conditional``: the fetches carry validators, and the host honours them, so an unchanged
+        page costs ``not_modified_cost`` instead of its full cost."""
         rate = self.pop.rate[index]
         self._accrue(index, when)
         interval = when - self.last_fetch[index]
@@ -120,7 +125,10 @@ class Truth:
         counted = (when >= self.start) & (when < self.end)
         self.visits += int(counted.sum())
         self.changes += int((counted & changed).sum())
-        self.spend += float(self.pop.cost[index][counted].sum())
+        cost = self.pop.cost[index]
+        if conditional and self.pop.not_modified_cost is not None:
+            cost = np.where(changed, cost, self.pop.not_modified_cost[index])
+        self.spend += float(cost[counted].sum())
         self.last_fetch[index] = when
         self.fresh_until[index] = when + self.rng.exponential(1.0 / rate)
         return Observation(index, when, interval, changed, age)
@@ -166,13 +174,14 @@ def run(policy: SimPolicy, pop: Population, rng: np.random.Generator, *, cycle_s
     clock = clock or SimClock(0.0)
     t0 = clock.time()
     truth = Truth(pop, rng, t0 + warmup_cycles * cycle_seconds, t0 + cycles * cycle_seconds, t0)
+    conditional = bool(getattr(policy, "conditional", False))  # does it send validators?
     for _ in range(cycles):
         index, when = policy.plan(clock.time(), cycle_seconds)
         order = np.argsort(when, kind="stable")
         index, when = np.asarray(index)[order], np.asarray(when)[order]
         while len(index):  # rounds of distinct pages, earliest visits first
             _, first = np.unique(index, return_index=True)
-            policy.observe(truth.visit(index[first], when[first]))
+            policy.observe(truth.visit(index[first], when[first], conditional))
             keep = np.ones(len(index), dtype=bool)
             keep[first] = False
             index, when = index[keep], when[keep]
