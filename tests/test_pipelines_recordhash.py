@@ -127,15 +127,33 @@ class Shop:
         return self.server.base_url(HOSTS - 1) + path
 
 
-@pytest.fixture
-def shop() -> Iterator[Shop]:
+def start_shop() -> Shop:
+    """A started shop; the caller stops ``shop.server``."""
     # time_scale 1e-9: a second of real time is a nanosecond of shop time, so nothing changes
     # unless a test calls jump(); noise (timestamps' digits, tokens, ads) still differs per load.
     site = EmptyPageShop(seed=3, time_scale=1e-9, large_page_kb=3072, min_change_interval=3600.0,
-                    max_change_interval=2 * DAY, ignore_validators=(IGNORING,),
-                    lying_validators=(LYING,))
-    with MultiHostServer(site, hosts=HOSTS) as server:
-        yield Shop(server, site)
+                         max_change_interval=2 * DAY, ignore_validators=(IGNORING,),
+                         lying_validators=(LYING,))
+    return Shop(MultiHostServer(site, hosts=HOSTS).start(), site)
+
+
+@pytest.fixture(scope="module")
+def module_shop() -> Iterator[Shop]:
+    """One shop for a module whose tests read one scenario's crawls."""
+    shop = start_shop()
+    yield shop
+    shop.server.stop()
+
+
+@pytest.fixture(scope="module")
+def module_redis(redis_server) -> Iterator[Any]:
+    """(url, client) of the test redis-server, emptied once for a module's scenario. Tests that
+    use the function-scoped ``redis_url`` fixture empty it again: read what a scenario left in
+    Redis inside the scenario fixture."""
+    client = redis_server.client()
+    client.flushall()
+    yield redis_server.url, client
+    client.close()
 
 
 @dataclass
@@ -172,61 +190,84 @@ def history(redis_client, url: str):
     return HistoryStore(redis_client, CrawlKeys("demo")).get(url)
 
 
-def test_noise_and_volatile_fields_are_unchanged_and_every_record_change_is_detected(
-        tmp_path, shop, redis_url, redis_client):
-    changing = shop.on_host(HONEST, 5, changing=True)
-    still = shop.on_host(HONEST, 2, changing=False)
+@dataclass
+class Scenario:
+    urls: list[str]
+    truly_changed: set[str]
+    first: Crawl
+    second: Crawl
+    third: Crawl
+    pages: dict[str, Any]
+    truth: dict[str, dict[str, Any]]
+
+
+@pytest.fixture(scope="module")
+def scenario(tmp_path_factory, module_shop, module_redis) -> Scenario:
+    """Three crawls of the same product pages, conditional requests off: a first, a second with
+    new noise only (unchanged records exported too, to compare volatile values), a third after
+    the shop's time moved three days (some records changed)."""
+    shop, (redis_url, client) = module_shop, module_redis
+    tmp = tmp_path_factory.mktemp("recordhash")
+    changing, still = shop.on_host(HONEST, 5, changing=True), shop.on_host(HONEST, 2, changing=False)
     urls = [shop.product(i) for i in changing + still]
     off = {"WEBCRAWL_CONDITIONAL_ENABLED": False}
-
-    first = crawl(tmp_path, shop, redis_url, urls, "first", **off)
-    assert sorted(r["url"] for r in first.feed) == sorted(urls)
-    assert {r["change"] for r in first.feed} == {"new"}
-    assert set(first.feed[0]) == set(EXPORTED_FIELDS)  # no body, no headers in the feed
-    assert first.stats["webcrawl/records/new"] == first.stats["webcrawl/records"] == len(urls)
-    assert first.stats["webcrawl/records/new/product"] == len(urls)
-
-    # Same records, new noise: every page's HTML and its volatile field differ, its record does not.
-    second = crawl(tmp_path, shop, redis_url, urls, "second", **off)
-    assert second.feed == []
-    assert second.stats["webcrawl/records/unchanged"] == len(urls)
-    assert second.stats["webcrawl/records/dropped_unchanged"] == len(urls)
-    assert not any(url in second.stderr for url in urls)  # counted, not logged page by page
-    assert "Dropped" not in second.stderr
-    page = history(redis_client, urls[0])
-    assert page.visits == 1 and page.changes == 0 and page.last_changed is False
-
+    first = crawl(tmp, shop, redis_url, urls, "first", **off)
+    second = crawl(tmp, shop, redis_url, urls, "second", WEBCRAWL_EXPORT_UNCHANGED=True, **off)
     before = shop.site.now()
     shop.jump(3 * DAY)
     after = shop.site.now()
     truly = {shop.product(i) for i in changing + still
              if shop.site.catalog.version(i, after) != shop.site.catalog.version(i, before)}
-    assert truly and len(truly) < len(urls)  # the still products never change
-    third = crawl(tmp_path, shop, redis_url, urls, "third", **off)
-    assert {r["url"] for r in third.feed} == truly
-    assert {r["change"] for r in third.feed} == {"changed"}
-    assert third.stats["webcrawl/records/changed"] == len(truly)
-    assert third.stats.get("webcrawl/records/unchanged", 0) == len(urls) - len(truly)
-    for row in third.feed:
-        i = shop.site.product_index(row["url"])
-        truth = shop.site.catalog.record(i, after)
-        assert row["record"]["price"] == truth["price"] and row["record"]["stock"] == str(truth["stock"])
-        assert row["content_hash"] == record_hash(row["record"], DEMO_FIELDS, {"served_at"})
-    changed_page = history(redis_client, next(iter(truly)))
-    assert (changed_page.visits, changed_page.changes, changed_page.last_changed) == (2, 1, True)
-    assert changed_page.fetches == 3 and changed_page.cost > 3 * 10_000
+    third = crawl(tmp, shop, redis_url, urls, "third", **off)
+    pages = {u: history(client, u) for u in urls}
+    truth = {u: shop.site.catalog.record(shop.site.product_index(u), after) for u in urls}
+    return Scenario(urls, truly, first, second, third, pages, truth)
 
 
-def test_volatile_field_churn_alone_is_unchanged_even_when_the_field_is_all_that_differs(
-        tmp_path, shop, redis_url):
-    # The product page's "served_at" (p.generated) differs on every load; nothing else in the
-    # record does. Exporting unchanged records shows the differing volatile values side by side.
-    urls = [shop.product(i) for i in shop.on_host(HONEST, 3)]
-    settings = {"WEBCRAWL_CONDITIONAL_ENABLED": False, "WEBCRAWL_EXPORT_UNCHANGED": True}
-    first = crawl(tmp_path, shop, redis_url, urls, "first", **settings)
-    second = crawl(tmp_path, shop, redis_url, urls, "second", **settings)
-    old = {r["url"]: r for r in first.feed}
-    for row in second.feed:
+def test_first_fetches_are_new_and_reach_the_feed_without_body_or_headers(scenario):
+    first, urls = scenario.first, scenario.urls
+    assert sorted(r["url"] for r in first.feed) == sorted(urls)
+    assert {r["change"] for r in first.feed} == {"new"}
+    assert set(first.feed[0]) == set(EXPORTED_FIELDS)
+    assert first.stats["webcrawl/records/new"] == first.stats["webcrawl/records"] == len(urls)
+    assert first.stats["webcrawl/records/new/product"] == len(urls)
+
+
+def test_noise_and_volatile_field_churn_are_unchanged(scenario):
+    # Every load differs in its HTML noise and in the volatile field "served_at"; no record does.
+    old = {r["url"]: r for r in scenario.first.feed}
+    assert len(scenario.second.feed) == len(scenario.urls)
+    for row in scenario.second.feed:
         assert row["change"] == "unchanged"
         assert row["record"]["served_at"] != old[row["url"]]["record"]["served_at"]
         assert row["content_hash"] == old[row["url"]]["content_hash"]
+    assert scenario.second.stats["webcrawl/records/unchanged"] == len(scenario.urls)
+
+
+def test_every_record_change_is_detected_and_only_changes_are_emitted(scenario):
+    third, truly, urls = scenario.third, scenario.truly_changed, scenario.urls
+    assert truly and len(truly) < len(urls)  # the "still" products never change
+    assert {r["url"] for r in third.feed} == truly
+    assert {r["change"] for r in third.feed} == {"changed"}
+    assert third.stats["webcrawl/records/changed"] == len(truly)
+    assert third.stats["webcrawl/records/unchanged"] == len(urls) - len(truly)
+    assert third.stats["webcrawl/records/dropped_unchanged"] == len(urls) - len(truly)
+    unchanged = set(urls) - truly
+    assert not any(url in third.stderr for url in unchanged)  # counted, not logged page by page
+    for row in third.feed:
+        truth = scenario.truth[row["url"]]
+        assert (row["record"]["price"], row["record"]["stock"]) == (truth["price"], str(truth["stock"]))
+        assert row["content_hash"] == record_hash(row["record"], DEMO_FIELDS, {"served_at"})
+
+
+def test_the_page_history_holds_what_the_revisit_model_needs(scenario):
+    row = scenario.third.feed[0]
+    changed = scenario.pages[row["url"]]
+    assert (changed.visits, changed.changes, changed.last_changed, changed.fetches) == (2, 1, True, 3)
+    assert changed.hash == row["content_hash"]
+    assert changed.first_seen < changed.last_change == changed.last_fetched
+    assert changed.cost > 3 * 10_000  # three whole product pages
+    assert changed.page_history().changes == 1 and changed.page_type == "product"
+    still = scenario.pages[next(u for u in scenario.urls if u not in scenario.truly_changed)]
+    assert (still.visits, still.changes, still.last_changed) == (2, 0, False)
+    assert still.unchanged_seconds == still.seconds > 0

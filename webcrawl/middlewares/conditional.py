@@ -30,6 +30,7 @@ import logging
 import random
 import weakref
 from dataclasses import dataclass
+from http.client import responses as RESPONSES
 from typing import TYPE_CHECKING, Any
 
 from scrapy.exceptions import IgnoreRequest, NotConfigured
@@ -119,7 +120,7 @@ def change_context(crawler: Crawler) -> ChangeContext:
 
 def wire_bytes(response: Response) -> int:
     """Bytes of the response as sent: status line, headers, body (still content-encoded here)."""
-    size = 15 + len(str(response.status))
+    size = 15 + len(RESPONSES.get(response.status, ""))  # "HTTP/1.1 200 OK\r\n"
     for key, values in response.headers.items():
         size += sum(len(key) + len(v) + 4 for v in values)
     return size + 2 + len(response.body)
