@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import time
+from typing import Any
 
 import numpy as np
 
@@ -62,7 +63,8 @@ class LearnedPolicy:
         self.interval_is_since = interval_is_since  # section 3's gain with I = t, for comparison
         # Conditional requests to hosts that honour validators: an unchanged page costs a 304.
         self.conditional = conditional
-        self.profile = CostProfile(full_bytes=pop.cost, not_modified_bytes=pop.not_modified_cost)
+        not_modified = pop.cost if pop.not_modified_cost is None else pop.not_modified_cost
+        self.profile = CostProfile(full_bytes=pop.cost, not_modified_bytes=not_modified)
         self.trust = [TrustTracker() for _ in range(self.ngroups)]  # one per host (site + type here)
         self.refit_at = DAY
         self.planned = 0.0
@@ -124,7 +126,7 @@ def main() -> None:
                   cycle_seconds=CYCLE, cycles=cycles, warmup_cycles=warmup)
         results[name] = (res, value_weighted_freshness(pop.rate, pop.value, freq), time.process_time() - started)
         print(f"{name}: freshness {res.freshness:.3f}", flush=True)
-    learned = {
+    learned: dict[str, dict[str, Any]] = {
         "learned (webcrawl.revisit)": {},
         "learned, section-3 gain with I = t": {"interval_is_since": True},
         "planner with true rates": {"true_rates": pop.rate},

@@ -62,3 +62,13 @@ def test_running_cost_learns_profile() -> None:
         running.observe("maybe", 1)
     with pytest.raises(ValueError, match="failure_rate"):
         CostProfile(full_bytes=1, failure_rate=2)
+
+
+def test_profile_of_arrays_prices_every_page_at_once() -> None:
+    import numpy as np
+
+    profile = CostProfile(full_bytes=np.array([10_000.0, 50_000.0]), not_modified_bytes=np.array([500.0, 500.0]))
+    cost = expected_cost(BillingModel.BANDWIDTH, profile, p_unchanged=np.array([0.5, 0.9]), validators_trusted=True)
+    assert cost.tolist() == [pytest.approx(5_250), pytest.approx(5_450)]
+    with pytest.raises(ValueError, match="failure_rate"):
+        CostProfile(full_bytes=1.0, failure_rate=np.array([0.1, 1.5]))

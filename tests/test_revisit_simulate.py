@@ -59,3 +59,15 @@ def test_periodic_policy_visits_fast_pages_several_times_a_cycle() -> None:
     index, when = policy.plan(0.0, 3600.0)
     assert np.sum(index == 0) == 4 and np.sum(index == 1) == 0 and np.sum(index == 2) <= 1
     assert np.all((when >= 0) & (when < 3600))
+
+
+def test_conditional_visits_pay_a_304_when_unchanged() -> None:
+    pop = synthetic_population(1000, np.random.default_rng(6))
+    plain = Truth(pop, np.random.default_rng(7), start=-1e9, end=1e9)
+    cheap = Truth(pop, np.random.default_rng(7), start=-1e9, end=1e9)
+    every = np.arange(1000)
+    a = plain.visit(every, np.full(1000, DAY))
+    b = cheap.visit(every, np.full(1000, DAY), conditional=True)
+    assert np.array_equal(a.changed, b.changed)
+    assert plain.spend == pytest.approx(pop.cost.sum())
+    assert cheap.spend == pytest.approx(pop.cost[a.changed].sum() + 1.0 * (~a.changed).sum())

@@ -9,21 +9,23 @@ Three layers, each vectorised over pages:
 
    (``n_b`` changed intervals of length ``t_b``; ``k`` exact changes over ``E`` seconds since
    them; ``U`` unchanged seconds) by Newton steps on log(rate) inside a bisection bracket: the
-   left side falls monotonically, so the bracket cannot lose the root. With ``bias_reduced`` (the default) the exposure gets half an extra
-   unchanged interval of the page's mean length: for regular intervals ``I`` this is exactly Cho &
-   Garcia-Molina's bias-reduced estimator ``-ln((n - X + 0.5) / (n + 0.5)) / I`` (without it, the
-   plain MLE ``-ln((n - X) / n) / I``), and it keeps a page that changed at every visit finite.
+   left side falls monotonically, so the bracket cannot lose the root. With ``bias_reduced`` (the
+   default) the exposure gets half an extra unchanged interval of the page's mean length: for
+   regular intervals ``I`` this is exactly Cho & Garcia-Molina's bias-reduced estimator
+   ``-ln((n - X + 0.5) / (n + 0.5)) / I`` (without it, the plain MLE ``-ln((n - X) / n) / I``),
+   and it keeps a page that changed at every visit finite.
 2. :func:`effective_data`: the likelihood summarised as Poisson data, ``events`` changes over
    ``exposure`` seconds, matched at its maximum (same mode and curvature: ``events = mle**2 *
    information``, ``exposure = events / mle``; the plain MLE, or the bias-reduced one for a page
-   that changed at every visit). Exact for pages that never changed (``exp(-rate
-   U)`` *is* Poisson with no events) and for exact change times. The group priors are fitted on it.
+   that changed at every visit). Exact for pages that never changed (``exp(-rate U)`` *is*
+   Poisson with no events) and for exact change times. The group priors are fitted on it.
 3. :func:`estimate_rates`: the posterior mean under the page's Gamma prior. Where the page has
    seen at least :data:`INFORMATIVE_UNCHANGED` unchanged intervals, and at least one per
    :data:`SATURATED_RATIO` changed ones, the conjugate formula on the effective data,
    ``(shape + events) / (rate + exposure)``; elsewhere (its visits nearly always find a change)
    the likelihood is a flat-topped ramp that no Gamma matches (the conjugate formula then falls
-   20-60% short), so the posterior is integrated numerically on a log grid of rates instead. tests/test_revisit_estimate.py compares both with the exact posterior.
+   20-60% short), so the posterior is integrated numerically on a log grid of rates instead.
+   tests/test_revisit_estimate.py compares both with the exact posterior.
 
 Why the posterior mean rather than the MAP: with the dispersed priors that real groups fit
 (shape < 1) the MAP of a page with no change seen is 0, which the planner would read as "never
