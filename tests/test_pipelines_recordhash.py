@@ -58,6 +58,8 @@ CRAWL = textwrap.dedent(
         def parse(self, response):
             charset = response.headers.get("Content-Type", b"").decode("latin-1").partition("charset=")[2]
             result = PARSER.parse(response.body, response.url, encoding=charset or None)
+            for key, count in result.counts.items():
+                self.crawler.stats.inc_value("test/parse/" + key, count)
             headers = {k: response.headers[k].decode("latin-1") for k in SELECTED if k in response.headers}
             yield PageItem(
                 url=response.url, canonical_url=result.url, site=SITE.name,
