@@ -1,0 +1,116 @@
+"""``scrapy body``: the stored bodies of a real crawl, printed, looked up as of a time, verified
+(also after a flipped byte) and exported to WARC, through the real command line."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from warcio.archiveiterator import ArchiveIterator
+
+from tests.test_pipelines_recordhash import (  # noqa: F401
+    HONEST, ROOT, crawl, module_redis, module_shop,
+)
+from webcrawl.commands.body import parse_time
+from webcrawl.demo.shop import DAY
+from webcrawl.store import BodyReader
+
+
+@dataclass
+class Scenario:
+    data: Path
+    urls: list[str]
+    changed: list[str]
+    times: list[float]  # when each crawl started
+
+
+def scrapy(*args: str, data: Path) -> subprocess.CompletedProcess[bytes]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-m", "scrapy", "body", *args, "-s", f"WEBCRAWL_DATA_DIR={data}"],
+                          cwd=ROOT, env=env, capture_output=True, timeout=60)
+
+
+@pytest.fixture(scope="module")
+def scenario(tmp_path_factory, module_shop, module_redis) -> Scenario:
+    shop, (redis_url, _) = module_shop, module_redis
+    tmp = tmp_path_factory.mktemp("bodycommand")
+    indices = shop.on_host(HONEST, 3, changing=True)
+    urls = [shop.product(i) for i in indices] + [shop.blog("/files/report.html")]
+    settings = {"WEBCRAWL_CONDITIONAL_ENABLED": False}
+    times = [datetime.now(UTC).timestamp()]
+    crawl(tmp, shop, redis_url, urls, "1", **settings)
+    before = shop.site.now()
+    shop.jump(3 * DAY)
+    changed = [shop.product(i) for i in indices
+               if shop.site.catalog.version(i, shop.site.now()) != shop.site.catalog.version(i, before)]
+    times.append(datetime.now(UTC).timestamp())
+    crawl(tmp, shop, redis_url, urls, "2", **settings)
+    return Scenario(tmp / "data", urls, changed, times)
+
+
+def test_prints_the_latest_body_and_any_older_one_as_of_a_time(scenario):
+    url = scenario.changed[0]
+    with BodyReader(scenario.data / "demo" / "bodies") as reader:
+        newest, oldest = reader.lookup(url), reader.lookup(url, as_of=scenario.times[1])
+    assert newest is not None and oldest is not None and newest.body != oldest.body
+    latest = scrapy("demo", url, data=scenario.data)
+    assert latest.returncode == 0, latest.stderr
+    assert latest.stdout == newest.body
+    iso = datetime.fromtimestamp(scenario.times[1], UTC).isoformat()
+    older = scrapy("demo", url, "--as-of", iso, data=scenario.data)
+    assert older.returncode == 0 and older.stdout == oldest.body
+    meta = scrapy("demo", url + "#fragment", "--meta", data=scenario.data)  # found in canonical form
+    assert meta.returncode == 0 and f"url: {url}".encode() in meta.stdout and b"status: 200" in meta.stdout
+
+
+def test_verify_finds_a_flipped_byte(scenario, tmp_path):
+    ok = scrapy("demo", "--verify", data=scenario.data)
+    assert ok.returncode == 0 and b"0 corrupt ranges" in ok.stdout
+    damaged = tmp_path / "data"
+    shutil.copytree(scenario.data, damaged)
+    segment = damaged / "demo" / "bodies" / "00000000.seg"
+    raw = bytearray(segment.read_bytes())
+    raw[len(raw) // 2] ^= 0x40
+    segment.write_bytes(bytes(raw))
+    bad = scrapy("demo", "--verify", data=damaged)
+    assert bad.returncode == 1 and b"corrupt:" in bad.stdout
+
+
+def test_warc_export_holds_each_urls_latest_body(scenario, tmp_path):
+    out = tmp_path / "demo.warc.gz"
+    done = scrapy("demo", "--warc", str(out), data=scenario.data)
+    assert done.returncode == 0, done.stderr
+    with open(out, "rb") as f:
+        records = [(r.rec_headers.get_header("WARC-Target-URI"), r.content_stream().read())
+                   for r in ArchiveIterator(f) if r.rec_type == "response"]
+    assert sorted(u for u, _ in records) == sorted(scenario.urls)
+    with BodyReader(scenario.data / "demo" / "bodies") as reader:
+        for url, body in records:
+            assert body == reader.lookup(url).body
+
+
+@pytest.mark.parametrize(("args", "status", "message"), [
+    (("nosuchsite", "http://x.example/"), 2, b"no body store for site 'nosuchsite'"),
+    (("demo", "http://127.0.0.3:1/never"), 1, b"no stored body of http://127.0.0.3:1/never"),
+    (("demo", "http://x.example/", "--verify"), 2, b"exactly one of"),
+    (("demo", "http://x.example/", "--as-of", "yesterday"), 2, b"--as-of 'yesterday'"),
+])
+def test_errors_name_the_problem(scenario, args, status, message):
+    done = scrapy(*args, data=scenario.data)
+    assert done.returncode == status and message in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("1767225600", 1767225600.0),
+    ("2026-01-01T00:00:00Z", 1767225600.0),
+    ("2026-01-01T01:00:00+01:00", 1767225600.0),
+    ("2026-01-01 00:00:00", 1767225600.0),
+])
+def test_parse_time(text, expected):
+    assert parse_time(text) == expected
