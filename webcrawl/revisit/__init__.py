@@ -2,9 +2,9 @@
 
 Pure functions and small classes over numpy arrays; no Scrapy, no Redis, no I/O, no wall clock
 (a :class:`Clock` is injected). The Scrapy components wire it in: they keep a
-:class:`PageHistory` per page, estimate rates with :func:`effective_data` and
-:func:`posterior_mean` under :func:`fit_group_priors`, price visits with :func:`expected_cost`,
-and plan each cycle with :func:`plan_cycle`.
+:class:`PageHistory` per page, estimate its rate with :func:`effective_data` and
+:func:`estimate_rates` under the group priors of :func:`fit_group_priors`, price visits with
+:func:`expected_cost`, and plan each cycle with :func:`plan_cycle`.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from .gain import (
     marginal_freshness_gain,
 )
 from .history import NBINS, HistoryTable, PageHistory, interval_bin
-from .prior import EffectiveData, GammaPrior, GroupPriors, fit_group_priors, posterior_mean
 from .planner import Plan, PlanInput, Purpose, Reserves, plan_cycle
+from .prior import EffectiveData, GammaPrior, GroupPriors, fit_group_priors, posterior_mean
 from .priority import DEFAULT_TIERS, ValuePolicy, ValueRule, priority
 from .reference import (
     optimal_frequencies, proportional_frequencies, uniform_frequencies, value_weighted_freshness,
@@ -30,11 +30,12 @@ from .trust import TrustTracker
 
 __all__ = [
     "BillingModel", "Clock", "CostProfile", "DEFAULT_TIERS", "EffectiveData", "GammaPrior",
-    "GroupPriors", "HealthTracker", "HistoryTable", "INFORMATIVE_UNCHANGED", "NBINS", "Objective", "PageHistory", "Plan",
-    "PlanInput", "Purpose", "Reserves", "RunningCost", "SimClock", "SystemClock", "TrustTracker",
-    "ValuePolicy", "ValueRule", "average_freshness", "censored_mle", "change_probability",
-    "cho_garcia_molina", "effective_data", "estimate_rates", "events_gain", "expected_cost",
-    "fit_group_priors", "freshness_gain", "gain", "interval_bin", "marginal_freshness_gain", "naive_rate",
-    "optimal_frequencies", "plan_cycle", "posterior_mean", "posterior_mean_exact", "priority",
-    "proportional_frequencies", "uniform_frequencies", "value_weighted_freshness",
+    "GroupPriors", "HealthTracker", "HistoryTable", "INFORMATIVE_UNCHANGED", "NBINS", "Objective",
+    "PageHistory", "Plan", "PlanInput", "Purpose", "Reserves", "RunningCost", "SimClock",
+    "SystemClock", "TrustTracker", "ValuePolicy", "ValueRule", "average_freshness", "censored_mle",
+    "change_probability", "cho_garcia_molina", "effective_data", "estimate_rates", "events_gain",
+    "expected_cost", "fit_group_priors", "freshness_gain", "gain", "interval_bin",
+    "marginal_freshness_gain", "naive_rate", "optimal_frequencies", "plan_cycle", "posterior_mean",
+    "posterior_mean_exact", "priority", "proportional_frequencies", "uniform_frequencies",
+    "value_weighted_freshness",
 ]
