@@ -20,6 +20,7 @@ from .gain import (
     marginal_freshness_gain,
 )
 from .history import NBINS, HistoryTable, PageHistory, interval_bin
+from .ledger import CycleLedger
 from .planner import Plan, PlanInput, Purpose, Reserves, plan_cycle
 from .prior import EffectiveData, GammaPrior, GroupPriors, fit_group_priors, posterior_mean
 from .priority import DEFAULT_TIERS, ValuePolicy, ValueRule, priority
@@ -29,7 +30,7 @@ from .reference import (
 from .trust import TrustTracker
 
 __all__ = [
-    "BillingModel", "Clock", "CostProfile", "DEFAULT_TIERS", "EffectiveData", "GammaPrior",
+    "BillingModel", "Clock", "CostProfile", "CycleLedger", "DEFAULT_TIERS", "EffectiveData", "GammaPrior",
     "GroupPriors", "HealthTracker", "HistoryTable", "INFORMATIVE_UNCHANGED", "NBINS", "Objective",
     "PageHistory", "Plan", "PlanInput", "Purpose", "Reserves", "RunningCost", "SimClock",
     "SystemClock", "TrustTracker", "ValuePolicy", "ValueRule", "average_freshness", "censored_mle",
