@@ -41,7 +41,11 @@ def all_pages(site: ServerProcess) -> set[str]:
 
 def settings(redis_url: str, delay: float, **extra: object) -> dict[str, object]:
     return {"WEBCRAWL_REDIS_URL": redis_url, "WEBCRAWL_DOMAIN_DELAY_SECONDS": delay,
-            "WEBCRAWL_CRAWL_NAME": "shared", "LOG_LEVEL": "INFO", **extra}
+            "WEBCRAWL_CRAWL_NAME": "shared", "LOG_LEVEL": "INFO", **LOOPBACK, **extra}
+
+
+# The test site lives on loopback, which the SSRF guard refuses unless allowed.
+LOOPBACK = {"WEBCRAWL_ALLOWED_PRIVATE_NETWORKS": "127.0.0.0/8"}
 
 
 def fetched(site: ServerProcess) -> Counter[str]:
@@ -146,7 +150,7 @@ def test_unreachable_redis_is_named_before_any_fetch(site: ServerProcess, tmp_pa
 
 def test_embedded_redis_persists_and_stops(site: ServerProcess, tmp_path: Path) -> None:
     data = tmp_path / "data"
-    common = {"WEBCRAWL_DATA_DIR": data, "WEBCRAWL_DOMAIN_DELAY_SECONDS": 0.05}
+    common = {"WEBCRAWL_DATA_DIR": data, "WEBCRAWL_DOMAIN_DELAY_SECONDS": 0.05, **LOOPBACK}
     first = start_crawl("follow", common, tmp_path, {"seeds": seeds(site)}, "first.log")
     assert finish(first) == 0
     assert set(fetched(site)) == all_pages(site)

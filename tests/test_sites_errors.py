@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_sites_schema import DELETE, VALID, changed
+from tests.test_sites_schema import DELETE, VALID, changed
 
 from webcrawl.sites import SiteConfigError, load_site_file, site_from_dict
 

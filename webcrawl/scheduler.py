@@ -48,6 +48,8 @@ from webcrawl.state.keys import CrawlKeys
 from webcrawl.state.seen import BloomParams
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from scrapy import Request, Spider
     from scrapy.crawler import Crawler
     from scrapy.statscollectors import StatsCollector
@@ -377,3 +379,18 @@ class ReadyQueueScheduler(BaseScheduler):
             from scrapy.utils.defer import deferred_from_coro
 
             deferred_from_coro(engine.close_spider_async(reason="redis_unavailable"))
+
+
+def domain_delay_setter(crawler: Crawler) -> Callable[[str, float], None]:
+    """``WEBCRAWL_ROBOTS_DELAY_SETTER``: how robots.txt's Crawl-delay raises a host's delay in the
+    ready queue. The delay never drops below the crawl's minimum (``WEBCRAWL_DOMAIN_DELAY_SECONDS``)."""
+    assert crawler.spider is not None
+    config = StateConfig.from_settings(crawler.settings, crawler.spider.name)
+    client = redis_for(crawler, config.redis_url, config.data_dir,
+                       shutdown_embedded=config.shutdown_embedded)
+    key = CrawlKeys(config.crawl_name).delay
+
+    def set_delay(domain: str, seconds: float) -> None:
+        client.hset(key, domain, max(seconds, config.domain_delay))
+
+    return set_delay

@@ -5,6 +5,8 @@ BOT_NAME = "webcrawl"
 SPIDER_MODULES = ["webcrawl.spiders"]
 NEWSPIDER_MODULE = "webcrawl.spiders"
 COMMANDS_MODULE = "webcrawl.commands"
+# Site files (webcrawl/sites/*.toml and WEBCRAWL_SITES_DIR) are spiders too.
+SPIDER_LOADER_CLASS = "webcrawl.spiderloader.SiteSpiderLoader"
 
 # -- The Redis-backed scheduler -----------------------------------------------------------------
 SCHEDULER = "webcrawl.scheduler.ReadyQueueScheduler"
@@ -17,6 +19,17 @@ RANDOMIZE_DOWNLOAD_DELAY = False
 CONCURRENT_REQUESTS = 32
 CONCURRENT_REQUESTS_PER_DOMAIN = 8
 AUTOTHROTTLE_ENABLED = False
+
+# -- Politeness and safety middlewares ----------------------------------------------------------
+DOWNLOADER_MIDDLEWARES = {
+    # Replaced: Scrapy's fails open on errors and never expires its cache (RFC 9309 asks both).
+    "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware": None,
+    "webcrawl.middlewares.ssrf.SSRFGuardMiddleware": 45,
+    "webcrawl.middlewares.robots.RobotsMiddleware": 100,
+}
+# Host names are checked on the addresses they resolve to, at connection time (no DNS rebinding).
+TWISTED_DNS_RESOLVER = "webcrawl.net.resolver.GuardedResolver"
+WEBCRAWL_ROBOTS_DELAY_SETTER = "webcrawl.scheduler.domain_delay_setter"
 
 # -- Safe defaults ------------------------------------------------------------------------------
 TELNETCONSOLE_ENABLED = False

@@ -94,6 +94,10 @@ def site_settings(site: SiteConfig) -> dict[str, Any]:
         "USER_AGENT": site.politeness.user_agent,
         "COOKIES_ENABLED": site.cookies_enabled,
         "DOWNLOAD_MAXSIZE": site.limits.max_download_bytes,
+        # The ready queue enforces the site's minimum delay per host, across processes.
+        "WEBCRAWL_DOMAIN_DELAY_SECONDS": site.politeness.min_delay_seconds,
+        "WEBCRAWL_FRONTIER_MAX_PER_DOMAIN": site.limits.frontier_cap,
+        "WEBCRAWL_ALLOWED_PRIVATE_NETWORKS": [str(n) for n in site.allowed_private_networks],
     }
 
 

@@ -30,6 +30,7 @@ from scrapy.utils.httpobj import urlparse_cached
 from scrapy.utils.misc import load_object
 from twisted.internet.defer import CancelledError, Deferred
 
+from webcrawl.config import DEFAULTS
 from webcrawl.robots.cache import RobotsCache
 from webcrawl.robots.policy import (
     MAX_CACHE_SECONDS,
@@ -139,7 +140,7 @@ class RobotsMiddleware:
             pause_seconds=settings.getfloat(
                 "WEBCRAWL_ROBOTS_PAUSE_SECONDS",
                 settings.getfloat("WEBCRAWL_DOMAIN_DELAY_SECONDS",
-                                  settings.getfloat("DOWNLOAD_DELAY", 0.0))),
+                                  DEFAULTS["WEBCRAWL_DOMAIN_DELAY_SECONDS"])),
             download=engine_download,
         )
 
