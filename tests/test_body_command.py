@@ -15,7 +15,11 @@ import pytest
 from warcio.archiveiterator import ArchiveIterator
 
 from tests.test_pipelines_recordhash import (  # noqa: F401
-    HONEST, ROOT, crawl, module_redis, module_shop,
+    HONEST,
+    ROOT,
+    crawl,
+    module_redis,
+    module_shop,
 )
 from webcrawl.commands.body import parse_time
 from webcrawl.demo.shop import DAY

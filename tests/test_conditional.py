@@ -14,7 +14,14 @@ from scrapy.statscollectors import MemoryStatsCollector
 from scrapy.utils.test import get_crawler
 
 from tests.test_pipelines_recordhash import (  # noqa: F401
-    HONEST, IGNORING, LYING, Crawl, crawl, history, module_redis, module_shop,
+    HONEST,
+    IGNORING,
+    LYING,
+    Crawl,
+    crawl,
+    history,
+    module_redis,
+    module_shop,
 )
 from webcrawl.change import FetchNotes, TrustPolicy, ValidatorTrust
 from webcrawl.clock import ManualClock
@@ -67,7 +74,7 @@ def scenario(tmp_path_factory, module_shop, module_redis) -> Scenario:
     urls = still + moving + ignoring + lying
     policy = {"WEBCRAWL_CONDITIONAL_EARN_AFTER": 2, "WEBCRAWL_CONDITIONAL_IGNORE_LIMIT": 3,
               "WEBCRAWL_CONDITIONAL_LIE_LIMIT": 1, "WEBCRAWL_CONDITIONAL_VERIFY_SHARE": 0.0}
-    crawls = [crawl(tmp, shop, redis_url, urls + [old], "1", **policy)]
+    crawls = [crawl(tmp, shop, redis_url, [*urls, old], "1", **policy)]
     before = shop.site.now()
     shop.jump(3 * DAY)
     changed = {u for u in moving + lying
@@ -95,7 +102,7 @@ def test_first_crawl_has_no_validators_to_send_except_through_a_redirect(scenari
     stats = scenario.crawls[0].stats
     assert stats[C + "skipped/no_validators"] == 12  # 11 pages and the redirect's target
     assert stats[C + "sent"] == 1 and C + "not_modified" not in stats  # the outdated URL's own
-    old, target = scenario.redirected
+    _, target = scenario.redirected
     row = next(r for r in scenario.crawls[0].feed if r["url"] == target)
     assert row["change"] == "new"  # its validators did not follow it to the target's URL
 

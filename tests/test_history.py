@@ -119,7 +119,7 @@ def test_trust_store_shares_evidence_between_processes(redis_server, redis_url):
     clock.advance(10.0)
     assert b.get("h").state == "trusted"
     b.observe("h", "ignored")
-    trust, change = a.observe("h", "ignored")  # both reports count: a read-modify-write per event
+    _, change = a.observe("h", "ignored")  # both reports count: a read-modify-write per event
     assert change == "distrusted" and a.get("h").state == "distrusted"
     assert set(a.all()) == {"h"}
 

@@ -11,7 +11,14 @@ from typing import Any
 import pytest
 
 from tests.test_pipelines_recordhash import (  # noqa: F401
-    DEMO_FIELDS, HONEST, ROOT, Crawl, crawl, history, module_redis, module_shop,
+    DEMO_FIELDS,
+    HONEST,
+    ROOT,
+    Crawl,
+    crawl,
+    history,
+    module_redis,
+    module_shop,
 )
 from webcrawl.change import record_hash
 from webcrawl.parse import PageParser, rules_for_site

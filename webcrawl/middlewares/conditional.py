@@ -5,7 +5,8 @@ earned trust in their validators (see docs/change-detection.md).
 site file's ``[trust]`` rule: ``always`` / ``never``), adds the validators of the page's latest
 whole response (history key: ``meta["webcrawl_canonical_url"]`` or the canonical form of the
 URL). Requests with ``meta["webcrawl_conditional"] = False`` or their own conditional headers are
-left alone; a redirected request drops validators that belonged to the URL before the redirect.
+left alone, and so are robots.txt fetches (``meta["webcrawl_purpose"] = "robots"``); a redirected
+request drops validators that belonged to the URL before the redirect.
 
 ``process_response`` (place it above RedirectMiddleware and HttpCompressionMiddleware, e.g. 650,
 so it sees every hop with its body as sent on the wire):
@@ -30,7 +31,7 @@ import logging
 import random
 import weakref
 from dataclasses import dataclass
-from http.client import responses as RESPONSES
+from http.client import responses as http_reasons
 from typing import TYPE_CHECKING, Any
 
 from scrapy.exceptions import IgnoreRequest, NotConfigured
@@ -64,6 +65,8 @@ VALIDATOR_HEADERS = (b"If-None-Match", b"If-Modified-Since")
 META_FOR = "webcrawl_validators_for"
 META_VERIFY = "webcrawl_verify_304"
 META_EXTRA = "webcrawl_wire_bytes_before"
+#: Requests that are never pages of their own (no history, no item): left alone.
+SKIP_PURPOSES = frozenset({"robots"})
 STATS = "webcrawl/conditional/"
 
 
@@ -120,7 +123,7 @@ def change_context(crawler: Crawler) -> ChangeContext:
 
 def wire_bytes(response: Response) -> int:
     """Bytes of the response as sent: status line, headers, body (still content-encoded here)."""
-    size = 15 + len(RESPONSES.get(response.status, ""))  # "HTTP/1.1 200 OK\r\n"
+    size = 15 + len(http_reasons.get(response.status, ""))  # "HTTP/1.1 200 OK\r\n"
     for key, values in response.headers.items():
         size += sum(len(key) + len(v) + 4 for v in values)
     return size + 2 + len(response.body)
@@ -157,7 +160,8 @@ class ConditionalRequestMiddleware:
 
     def process_request(self, request: Request) -> None:
         meta = request.meta
-        if request.method not in ("GET", "HEAD") or meta.get("webcrawl_conditional") is False:
+        if (request.method not in ("GET", "HEAD") or meta.get("webcrawl_conditional") is False
+                or meta.get("webcrawl_purpose") in SKIP_PURPOSES):
             return
         canonical = self._canonical(request)
         if META_FOR in meta:
@@ -189,6 +193,8 @@ class ConditionalRequestMiddleware:
         self.stats.inc_value(STATS + "sent")
 
     def process_response(self, request: Request, response: Response) -> Request | Response:
+        if request.meta.get("webcrawl_purpose") in SKIP_PURPOSES:
+            return response
         size = wire_bytes(response) + int(request.meta.get(META_EXTRA, 0))
         self.stats.inc_value(STATS + "wire_bytes", size)
         host = urlparse_cached(request).hostname or ""

@@ -138,7 +138,7 @@ class BodyStorePipeline:
         if writer is None:
             return item
         content_hash = item.content_hash if self.change == "record" and item.content_hash else digest
-        headers = {k: v for k, v in item.headers.items() if k.lower() != "content-type"}
+        headers = [(k, v) for k, v in item.headers.items() if k.lower() != "content-type"]
         content_type = next((v for k, v in item.headers.items() if k.lower() == "content-type"), "")
         before = writer.bytes_written
         try:
