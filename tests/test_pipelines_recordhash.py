@@ -16,16 +16,34 @@ import textwrap
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from scrapy import Spider
+from scrapy.exceptions import NotConfigured
+from scrapy.statscollectors import MemoryStatsCollector
+from scrapy.utils.misc import build_from_crawler
+from scrapy.utils.test import get_crawler
 
-from webcrawl.change import record_hash
+from webcrawl.change import FetchNote, FetchNotes, TrustPolicy, record_hash
+from webcrawl.clock import ManualClock
 from webcrawl.demo.server import Headers, MultiHostServer, Response
 from webcrawl.demo.shop import DAY, ShopSite
-from webcrawl.items import EXPORTED_FIELDS
+from webcrawl.items import EXPORTED_FIELDS, PageItem
+from webcrawl.middlewares.conditional import ChangeContext, ConditionalRequestMiddleware
+from webcrawl.parse import Canonicalizer
+from webcrawl.pipelines.bodystore import BodyStorePipeline
+from webcrawl.pipelines.recordhash import (
+    DropUnchangedPipeline,
+    RecordHashPipeline,
+    change_age,
+)
+from webcrawl.sites import load_site_file
+from webcrawl.sites.schema import Trust, TrustRule
 from webcrawl.state.history import HistoryStore
 from webcrawl.state.keys import CrawlKeys
+from webcrawl.state.trust import TrustStore
 
 ROOT = Path(__file__).resolve().parents[1]
 HOSTS = 5  # www, three catalog shards (honest, ignoring validators, lying), blog
@@ -273,3 +291,103 @@ def test_the_page_history_holds_what_the_revisit_model_needs(scenario):
     still = scenario.pages[next(u for u in scenario.urls if u not in scenario.truly_changed)]
     assert (still.visits, still.changes, still.last_changed) == (2, 0, False)
     assert still.unchanged_seconds == still.seconds > 0
+
+
+# -- In-process checks of the branches a crawl rarely takes -------------------------------------
+
+
+def _pipeline(redis_client, mode: str = "learn"):
+    keys = CrawlKeys("unit")
+    context = ChangeContext(HistoryStore(redis_client, keys),
+                            TrustStore(redis_client, keys, TrustPolicy(earn_after=1), ManualClock()),
+                            FetchNotes(), Canonicalizer())
+    site = load_demo_site()
+    site = SimpleNamespace(page_types=site.page_types,
+                           trust=Trust(hosts=(("a.example", TrustRule(validators=mode)),)))
+    return RecordHashPipeline(context, MemoryStatsCollector(get_crawler()), site=site)
+
+
+def load_demo_site():
+    return load_site_file(ROOT / "webcrawl" / "sites" / "demo.toml", {"WEBCRAWL_DEMO_PORT": "1"})
+
+
+def _item(record: dict[str, Any], **kwargs: Any):
+    url = "http://a.example/product/1/x"
+    return PageItem(url=url, canonical_url=url, site="demo", page_type="product", status=200,
+                    fetch_time=kwargs.pop("fetch_time", 1000.0), record=record, body=b"<html>" * 10, **kwargs)
+
+
+def test_other_items_pass_and_a_missing_fetch_note_estimates_the_cost(redis_client, redis_url):
+    pipeline = _pipeline(redis_client)
+    other = {"not": "a page item"}
+    assert pipeline.process_item(other) is other
+    item = pipeline.process_item(_item({"name": "x", "price": "1"}))
+    assert item.change == "new" and pipeline.stats.get_value("webcrawl/records/no_fetch_note") == 1
+    assert pipeline.context.history.get(item.canonical_url).cost == 60 + 300
+
+
+@pytest.mark.parametrize(("note", "record", "event", "state"), [
+    ({"verifies_304": True}, {"name": "x"}, "confirmed", "trusted"),
+    ({"verifies_304": True}, {"name": "y"}, "lied", "distrusted"),
+    ({"conditional": True}, {"name": "x"}, "ignored", "learning"),
+    ({"conditional": True}, {"name": "y"}, None, "learning"),  # a 200 with a change: no evidence
+    ({}, {"name": "x"}, None, "learning"),
+])
+def test_trust_evidence_from_fetch_notes(redis_client, redis_url, note, record, event, state):
+
+    pipeline = _pipeline(redis_client)
+    pipeline.process_item(_item({"name": "x"}))
+    pipeline.context.notes.put("http://a.example/product/1/x", FetchNote(500, "a.example", **note))
+    item = pipeline.process_item(_item(record, fetch_time=2000.0))
+    assert item.change == ("unchanged" if record == {"name": "x"} else "changed")
+    evidence = {k.rsplit("/", 1)[1] for k in pipeline.stats.get_stats() if "/evidence/" in k}
+    assert evidence == ({event} if event else set())
+    assert pipeline.context.trust.get("a.example").state == state
+
+
+def test_a_site_rule_overrides_learning(redis_client, redis_url):
+
+    pipeline = _pipeline(redis_client, mode="always")
+    pipeline.process_item(_item({"name": "x"}))
+    pipeline.context.notes.put("http://a.example/product/1/x", FetchNote(500, "a.example", verifies_304=True))
+    pipeline.process_item(_item({"name": "y"}, fetch_time=2000.0))
+    assert not any("/evidence/" in k for k in pipeline.stats.get_stats())
+
+
+def test_exact_change_age_comes_from_the_servers_own_clock(redis_client, redis_url):
+
+    assert change_age({"Date": "Thu, 01 Jan 2026 01:00:00 GMT",
+                       "last-modified": "Thu, 01 Jan 2026 00:00:00 GMT"}) == 3600.0
+    assert change_age({"Date": "Thu, 01 Jan 2026 00:00:00 GMT",
+                       "Last-Modified": "Thu, 01 Jan 2026 01:00:00 GMT"}) is None  # from the future
+    assert change_age({"Date": "garbage", "Last-Modified": "Thu, 01 Jan 2026 00:00:00 GMT"}) is None
+    assert change_age({}) is None
+    pipeline = _pipeline(redis_client, mode="always")
+    pipeline.process_item(_item({"name": "x"}))
+    headers = {"Date": "Thu, 01 Jan 2026 01:00:00 GMT", "Last-Modified": "Thu, 01 Jan 2026 00:50:00 GMT"}
+    pipeline.process_item(_item({"name": "y"}, fetch_time=5000.0, headers=headers))
+    page = pipeline.context.history.get("http://a.example/product/1/x")
+    assert (page.exact_changes, page.exact_seconds) == (1, 600.0)
+
+
+@pytest.mark.parametrize(("settings", "error"), [
+    ({"WEBCRAWL_CONDITIONAL_VERIFY_SHARE": 2}, "WEBCRAWL_CONDITIONAL_"),
+    ({"WEBCRAWL_CONDITIONAL_ENABLED": False}, "WEBCRAWL_CONDITIONAL_ENABLED"),
+])
+def test_components_from_crawler(redis_url, settings, error):
+    crawler = get_crawler(Spider, {"WEBCRAWL_REDIS_URL": redis_url, **settings})
+    crawler.spider = crawler._create_spider("unit")
+    with pytest.raises((ValueError, NotConfigured), match=error):
+        build_from_crawler(ConditionalRequestMiddleware, crawler)
+
+
+def test_components_build_from_a_crawler_without_the_projects_settings(redis_url, tmp_path):
+    crawler = get_crawler(Spider, {"WEBCRAWL_REDIS_URL": redis_url, "WEBCRAWL_DATA_DIR": str(tmp_path)})
+    crawler.spider = crawler._create_spider("unit")
+    mw = build_from_crawler(ConditionalRequestMiddleware, crawler)
+    record = build_from_crawler(RecordHashPipeline, crawler)
+    store = build_from_crawler(BodyStorePipeline, crawler)
+    build_from_crawler(DropUnchangedPipeline, crawler)
+    assert mw.context is record.context and store.history is record.context.history
+    assert store.change == "record" and store.max_bytes == 8 * 1024 * 1024
+    assert mw.context.trust.policy.verify_share == 0.05
