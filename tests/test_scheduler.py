@@ -304,3 +304,33 @@ def test_seen_filter_size_mismatch_is_refused(redis_url: str, make: Factory) -> 
                      default_delay=1, lease_seconds=1)
     with pytest.raises(ValueError, match="WEBCRAWL_BLOOM_CAPACITY"):
         other.check_seen_filter()
+
+
+def test_hold_pushes_a_domain_back_never_forward(make: Factory, clock: ManualClock) -> None:
+    s = make(delay=1.0)
+    for i in range(2):
+        s.enqueue_request(scrapy.Request(f"http://a.test/{i}"))
+    assert s.next_request().url == "http://a.test/0"
+    assert s.frontier.hold("a.test", clock.time() + 30)  # a 429 with Retry-After: 30
+    assert not s.frontier.hold("a.test", clock.time() + 5)  # never earlier
+    clock.advance(29)
+    s._not_before = 0.0
+    assert s.next_request() is None
+    clock.advance(1.5)
+    assert s.next_request().url == "http://a.test/1"
+
+
+def test_ledger_never_admits_past_the_budget(redis_url: str) -> None:
+    from webcrawl.state.ledger import LedgerStore
+
+    ledger = LedgerStore(connect(redis_url), CrawlKeys("contract"))
+    cycle = ledger.start_cycle(budget=10.0, cycle_seconds=60, now=0.0)
+    assert ledger.current() == cycle
+    assert ledger.admit(cycle.id, 6.0) and ledger.admit(cycle.id, 4.0)
+    assert not ledger.admit(cycle.id, 0.5)  # 10 committed
+    ledger.land(cycle.id, expected=6.0, actual=7.0, purpose="revisit", page_type="product")
+    ledger.record_outcome(cycle.id, "product", "changed")
+    n = ledger.numbers(cycle.id)
+    assert (n["booked"], n["in_flight"], n["refused"]) == (7.0, 4.0, 1.0)
+    assert (n["spent:revisit"], n["fetches:product"], n["changed:product"]) == (7.0, 1.0, 1.0)
+    assert ledger.cycle_ids() == [cycle.id]

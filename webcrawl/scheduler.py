@@ -95,16 +95,7 @@ class ReadyQueueScheduler(BaseScheduler):
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
-        assert crawler.spider is not None
-        config = StateConfig.from_settings(crawler.settings, crawler.spider.name)
-        client = redis_for(crawler, config.redis_url, config.data_dir,
-                           shutdown_embedded=config.shutdown_embedded)
-        frontier = Frontier(
-            client, CrawlKeys(config.crawl_name),
-            BloomParams(config.bloom_capacity, config.bloom_error_rate),
-            cap=config.frontier_max_per_domain, default_delay=config.domain_delay,
-            lease_seconds=config.lease_seconds,
-        )
+        config, frontier = _crawl_frontier(crawler)
         assert crawler.stats is not None
         scheduler = cls(frontier, stats=crawler.stats, crawler=crawler,
                         seen_cache_size=config.seen_cache_size, reset=config.reset,
@@ -381,16 +372,30 @@ class ReadyQueueScheduler(BaseScheduler):
             deferred_from_coro(engine.close_spider_async(reason="redis_unavailable"))
 
 
-def domain_delay_setter(crawler: Crawler) -> Callable[[str, float], None]:
-    """``WEBCRAWL_ROBOTS_DELAY_SETTER``: how robots.txt's Crawl-delay raises a host's delay in the
-    ready queue. The delay never drops below the crawl's minimum (``WEBCRAWL_DOMAIN_DELAY_SECONDS``)."""
+def _crawl_frontier(crawler: Crawler) -> tuple[StateConfig, Frontier]:
     assert crawler.spider is not None
     config = StateConfig.from_settings(crawler.settings, crawler.spider.name)
     client = redis_for(crawler, config.redis_url, config.data_dir,
                        shutdown_embedded=config.shutdown_embedded)
-    key = CrawlKeys(config.crawl_name).delay
+    frontier = Frontier(client, CrawlKeys(config.crawl_name),
+                        BloomParams(config.bloom_capacity, config.bloom_error_rate),
+                        cap=config.frontier_max_per_domain, default_delay=config.domain_delay,
+                        lease_seconds=config.lease_seconds)
+    return config, frontier
+
+
+def domain_hold_setter(crawler: Crawler) -> Callable[[str, float], bool]:
+    """For backoff (429, 503, Retry-After, timeouts): ``hold(domain, until)`` keeps every process
+    of the crawl from fetching ``domain`` before ``until`` (seconds since the epoch)."""
+    return _crawl_frontier(crawler)[1].hold
+
+
+def domain_delay_setter(crawler: Crawler) -> Callable[[str, float], None]:
+    """``WEBCRAWL_ROBOTS_DELAY_SETTER``: how robots.txt's Crawl-delay raises a host's delay in the
+    ready queue. The delay never drops below the crawl's minimum (``WEBCRAWL_DOMAIN_DELAY_SECONDS``)."""
+    config, frontier = _crawl_frontier(crawler)
 
     def set_delay(domain: str, seconds: float) -> None:
-        client.hset(key, domain, max(seconds, config.domain_delay))
+        frontier.set_delay(domain, max(seconds, config.domain_delay))
 
     return set_delay

@@ -79,6 +79,7 @@ class Frontier:
         self._push = _script(client, "push")
         self._pop = _script(client, "pop")
         self._requeue = _script(client, "requeue")
+        self._hold = _script(client, "hold")
 
     def check_seen_filter(self) -> None:
         """Record the seen filter's size on first use; refuse to reuse one sized differently
@@ -176,6 +177,11 @@ class Frontier:
 
     def set_delay(self, domain: str, seconds: float) -> None:
         self.client.hset(self.keys.delay, domain, seconds)
+
+    def hold(self, domain: str, until: float) -> bool:
+        """Push ``domain``'s next-allowed time to at least ``until`` (backoff); never earlier.
+        Returns whether it moved."""
+        return bool(self._hold(args=[self.keys.prefix, domain, until]))
 
     def clear(self) -> int:
         """Delete every key of the crawl (an explicit user action; closing never does this)."""

@@ -23,6 +23,10 @@ Keys that are not per crawl start with ``webcrawl:`` and are shared by every cra
 | ``{c}:evicted`` | string | requests evicted from capped frontiers so far |
 | ``{c}:page:<canonical url>`` | hash | one page's history: hash, validators, visit statistics, cost, body pointer (:mod:`webcrawl.state.history`) |
 | ``{c}:trust:validators`` | hash | host -> JSON of its validator trust (:mod:`webcrawl.state.trust`) |
+| ``{c}:cycle`` | hash | the current cycle: id, started, ends, budget |
+| ``{c}:cycle:seq`` | string | last cycle id |
+| ``{c}:cycles`` | zset | cycle id -> start time |
+| ``{c}:cycle:<id>`` | hash | one cycle's ledger and metrics (see :mod:`webcrawl.state.ledger`) |
 | ``webcrawl:robots:<scheme://host:port>`` | hash | a parsed robots.txt answer, with expiry |
 | ``webcrawl:excluded`` | set | domains that asked to be left alone |
 | ``webcrawl:excluded:events`` | string | counter bumped on each change of the exclusion list |
