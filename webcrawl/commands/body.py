@@ -62,7 +62,14 @@ class Command(ScrapyCommand):
         return "Print a stored body, verify a site's body store or export it to WARC"
 
     def long_desc(self) -> str:
-        return __doc__ or ""
+        return (
+            "Print the body stored for a URL (the newest, or the newest fetched at or before "
+            "--as-of TIME; --meta prints its header instead), check every record and index of "
+            "the site's store (--verify; exit status 1 if anything is damaged), or export each "
+            "URL's latest body to a WARC file (--warc FILE, gzipped when it ends in .gz). The "
+            "store is <WEBCRAWL_DATA_DIR>/<site>/bodies/; a URL is looked up in canonical form, "
+            "then as given. TIME is seconds since the epoch or ISO 8601 (UTC unless it names a zone)."
+        )
 
     def add_options(self, parser: argparse.ArgumentParser) -> None:
         super().add_options(parser)
