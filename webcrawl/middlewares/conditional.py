@@ -20,7 +20,7 @@ so it sees every hop with its body as sent on the wire):
 - every other response leaves a :class:`FetchNote` (wire bytes, conditional or not) for the
   record-hash pipeline, which judges the evidence and updates the trust.
 
-Stats: ``webcrawl/conditional/sent``, ``.../skipped/{untrusted,never,no_validators}``,
+Stats: ``webcrawl/conditional/sent``, ``.../skipped`` and ``.../skipped/{untrusted,never,no_validators}``,
 ``.../not_modified``, ``.../modified`` (200 to our validators), ``.../verification``,
 ``.../wire_bytes``.
 """
@@ -155,6 +155,10 @@ class ConditionalRequestMiddleware:
         trust = getattr(self.site, "trust", None)
         return trust.for_host(host).validators if trust is not None else "learn"
 
+    def _skipped(self, reason: str) -> None:
+        self.stats.inc_value(STATS + "skipped")
+        self.stats.inc_value(STATS + "skipped/" + reason)
+
     def _canonical(self, request: Request) -> str | None:
         return request.meta.get("webcrawl_canonical_url") or self.context.canonicalizer.canonical(request.url)
 
@@ -175,15 +179,15 @@ class ConditionalRequestMiddleware:
         host = urlparse_cached(request).hostname or ""
         mode = self._mode(host)
         if mode == "never":
-            self.stats.inc_value(STATS + "skipped/never")
+            self._skipped("never")
             return
         if mode != "always" and not self.context.trust.get(host).sends_validators(
                 self.clock.time(), self.context.trust.policy):
-            self.stats.inc_value(STATS + "skipped/untrusted")
+            self._skipped("untrusted")
             return
         etag, modified = self.context.history.validators(canonical)
         if not etag and not modified:
-            self.stats.inc_value(STATS + "skipped/no_validators")
+            self._skipped("no_validators")
             return
         if etag:
             request.headers[b"If-None-Match"] = etag

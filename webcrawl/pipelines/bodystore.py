@@ -122,7 +122,7 @@ class BodyStorePipeline:
     def process_item(self, item: Any) -> Any:
         if not isinstance(item, PageItem):
             return item
-        body = item.body
+        body, key = item.body, item.canonical_url or item.url
         if len(body) > self.max_bytes:
             body = body[: self.max_bytes]
             self.stats.inc_value(STATS + "truncated")
@@ -130,7 +130,7 @@ class BodyStorePipeline:
         if self.change == "record":
             changed = item.change in ("new", "changed")
         else:
-            changed = digest != self.history.body_hash(item.canonical_url)
+            changed = digest != self.history.body_hash(key)
         if not changed:
             self.stats.inc_value(STATS + "skipped")
             return item
@@ -142,14 +142,14 @@ class BodyStorePipeline:
         content_type = next((v for k, v in item.headers.items() if k.lower() == "content-type"), "")
         before = writer.bytes_written
         try:
-            pointer = writer.append(item.canonical_url, body, fetch_time=item.fetch_time,
+            pointer = writer.append(key, body, fetch_time=item.fetch_time,
                                     status=item.status, content_hash=content_hash,
                                     content_type=content_type[:255], headers=headers)
         except (OSError, ValueError) as exc:
-            logger.error("body store: could not store %s: %s", item.canonical_url, exc)
+            logger.error("body store: could not store %s: %s", key, exc)
             self._error(type(exc).__name__)
             return item
-        self.history.set_body(item.canonical_url, str(pointer), digest, item.fetch_time)
+        self.history.set_body(key, str(pointer), digest, item.fetch_time)
         self.stats.inc_value(STATS + "stored")
         self.stats.inc_value(STATS + "stored_bytes", len(body))
         self.stats.inc_value(STATS + "disk_bytes", writer.bytes_written - before)

@@ -15,7 +15,7 @@ DEBUG, never one line per page at INFO or WARNING; ``WEBCRAWL_EXPORT_UNCHANGED =
 Stats: ``webcrawl/records`` and ``webcrawl/records/{new,changed,unchanged}``, each also per page
 type (``webcrawl/records/changed/{page_type}``); ``webcrawl/records/no_fetch_note`` (items whose
 response the conditional middleware did not see: cost estimated from the body);
-``webcrawl/conditional/evidence/{confirmed,lied,ignored}``;
+``webcrawl/conditional/evidence`` and ``webcrawl/conditional/evidence/{confirmed,lied,ignored}``;
 ``webcrawl/conditional/trust/{learning,trusted,distrusted}`` (transitions).
 """
 
@@ -112,7 +112,7 @@ class RecordHashPipeline:
         mode = self._mode(host)
         trusted = mode == "always" or (mode == "learn" and self.context.trust.get(host).state == "trusted")
         observation = self.context.history.observe(
-            item.canonical_url, now=item.fetch_time, record_hash=item.content_hash, cost=cost,
+            item.canonical_url or item.url, now=item.fetch_time, record_hash=item.content_hash, cost=cost,
             status=item.status, page_type=item.page_type,
             validators=(_header(item.headers, "etag"), _header(item.headers, "last-modified")),
             change_age=change_age(item.headers) if trusted and self.exact_changes else None,
@@ -133,6 +133,7 @@ class RecordHashPipeline:
             event = "ignored"
         if event is None:
             return
+        self.stats.inc_value("webcrawl/conditional/evidence")
         self.stats.inc_value(f"webcrawl/conditional/evidence/{event}")
         trust, new_state = self.context.trust.observe(note.host, event)
         if new_state is not None:
