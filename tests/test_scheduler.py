@@ -334,3 +334,36 @@ def test_ledger_never_admits_past_the_budget(redis_url: str) -> None:
     assert (n["booked"], n["in_flight"], n["refused"]) == (7.0, 4.0, 1.0)
     assert (n["spent:revisit"], n["fetches:product"], n["changed:product"]) == (7.0, 1.0, 1.0)
     assert ledger.cycle_ids() == [cycle.id]
+
+
+def test_excluded_domain_is_refused_and_dropped_at_once(make: Factory, clock: ManualClock,
+                                                        redis_client: object) -> None:
+    from webcrawl.state.exclusion import exclude, unexclude
+
+    a, b = make(delay=0.0), make(delay=0.0)  # two processes of one crawl
+    for i in range(3):
+        a.enqueue_request(scrapy.Request(f"http://gone.test/{i}"))
+        a.enqueue_request(scrapy.Request(f"http://kept.test/{i}"))
+    a._flush_safely()
+    assert exclude(a.frontier.client, "GONE.test") == 3
+    b.enqueue_request(scrapy.Request("http://gone.test/late"))
+    b._flush_safely()
+    got = drain(a, clock) + drain(b, clock)
+    assert sorted(r.url for r in got) == [f"http://kept.test/{i}" for i in range(3)]
+    assert make.stats.get_value("scheduler/excluded") == 1  # type: ignore[attr-defined]
+    assert a.frontier.counts().queued == 0
+    assert unexclude(a.frontier.client, "gone.test")
+    b.enqueue_request(scrapy.Request("http://gone.test/back"))
+    assert [r.url for r in drain(b, clock)] == ["http://gone.test/back"]
+
+
+def test_excluded_while_queued_is_dropped_by_pop(make: Factory, clock: ManualClock) -> None:
+    from webcrawl.state.keys import EXCLUDED
+
+    s = make(delay=0.0)
+    for i in range(2):
+        s.enqueue_request(scrapy.Request(f"http://gone.test/{i}"))
+    s._flush_safely()
+    s.frontier.client.sadd(EXCLUDED, "gone.test")  # as another tool might, without the drop
+    assert s.next_request() is None
+    assert s.frontier.counts().queued == 0 and s.frontier.excluded_dropped() == 2

@@ -43,7 +43,7 @@ from webcrawl.clock import Clock, SystemClock
 from webcrawl.config import StateConfig
 from webcrawl.requestcodec import UnserializableRequest, decode, encode
 from webcrawl.state.connection import describe, redis_for, url_for
-from webcrawl.state.frontier import EVICTED, FILTERED, Counts, Entry, Frontier
+from webcrawl.state.frontier import EVICTED, EXCLUDED, FILTERED, Counts, Entry, Frontier
 from webcrawl.state.keys import CrawlKeys
 from webcrawl.state.seen import BloomParams
 
@@ -290,9 +290,12 @@ class ReadyQueueScheduler(BaseScheduler):
         if counts.queued > self._counts.queued:
             self._not_before = 0.0  # new work may be ready at once
         self._counts = counts
-        pushed = sum(1 for s in statuses if s != FILTERED)
-        filtered = len(statuses) - pushed
+        pushed = sum(1 for s in statuses if s not in (FILTERED, EXCLUDED))
+        filtered = sum(1 for s in statuses if s == FILTERED)
         evicted = sum(1 for s in statuses if s == EVICTED)
+        excluded = sum(1 for s in statuses if s == EXCLUDED)
+        if excluded:
+            self.stats.inc_value("scheduler/excluded", excluded)
         if pushed:
             self.stats.inc_value("scheduler/enqueued", pushed)
             self.stats.inc_value("scheduler/enqueued/redis", pushed)

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import TYPE_CHECKING
 
+from webcrawl.state.keys import EXCLUDED as EXCLUDED_KEY
+
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
 
@@ -30,7 +32,7 @@ if TYPE_CHECKING:
     from webcrawl.state.keys import CrawlKeys
     from webcrawl.state.seen import BloomParams
 
-PUSHED, FILTERED, EVICTED = 1, 0, 2
+PUSHED, FILTERED, EVICTED, EXCLUDED = 1, 0, 2, 3
 
 
 def _script(client: redis.Redis, name: str) -> Script:
@@ -114,7 +116,7 @@ class Frontier:
         pipe = self.client.pipeline(transaction=False)
         if entries or finished:
             args: list[object] = [self.keys.prefix, now, self.cap, self.bloom.num_slices,
-                                  self.default_delay, len(entries), len(finished)]
+                                  self.default_delay, len(entries), len(finished), EXCLUDED_KEY]
             for e in entries:
                 args += (e.domain, e.score, e.payload)
                 if e.offsets is None:
@@ -137,7 +139,7 @@ class Frontier:
 
     def pop(self, now: float, max_count: int = 1) -> Popped:
         reply = self._pop(args=[self.keys.prefix, now, self.default_delay, self.lease_seconds,
-                                max_count])
+                                max_count, EXCLUDED_KEY])
         items = [(reply[i].decode(), reply[i + 1].decode()) for i in range(3, len(reply), 2)]
         earliest = float(reply[2]) if reply[2] else None
         return Popped(items, Counts(int(reply[0]), int(reply[1])), earliest)
@@ -182,6 +184,10 @@ class Frontier:
         """Push ``domain``'s next-allowed time to at least ``until`` (backoff); never earlier.
         Returns whether it moved."""
         return bool(self._hold(args=[self.keys.prefix, domain, until]))
+
+    def excluded_dropped(self) -> int:
+        """Queued requests dropped so far because their domain was excluded."""
+        return int(self.client.get(self.keys.prefix + "excluded:dropped") or 0)
 
     def clear(self) -> int:
         """Delete every key of the crawl (an explicit user action; closing never does this)."""

@@ -1,11 +1,13 @@
 -- Push a batch of requests into their domains' frontiers, atomically, and record fetches that
 -- finished: a domain's next-allowed time becomes at least (finish time + its delay), so the gap
 -- between two requests to a host is never shorter than the delay, however late the first was sent.
--- ARGV: prefix, now, cap, k (bloom slices), default delay, n, m, then n entries of
+-- Domains on the exclusion list (set `excluded`) are refused.
+-- ARGV: prefix, now, cap, k (bloom slices), default delay, n, m, excluded, then n entries of
 --       domain, score, payload, filter ("1" = test-and-set the seen filter, then k bit offsets),
 --       then m finished fetches: domain, finish time
 -- Returns: {queued total, leases total, status of entry 1..n}
---   status: 0 already seen (filtered), 1 pushed, 2 pushed and the frontier evicted its worst entry
+--   status: 0 already seen (filtered), 1 pushed, 2 pushed and the frontier evicted its worst entry,
+--           3 refused: the domain is excluded
 local prefix = ARGV[1]
 local now = tonumber(ARGV[2])
 local cap = tonumber(ARGV[3])
@@ -13,18 +15,23 @@ local k = tonumber(ARGV[4])
 local default_delay = tonumber(ARGV[5])
 local n = tonumber(ARGV[6])
 local m = tonumber(ARGV[7])
+local excluded = ARGV[8]
 local seen = prefix .. 'seen'
 local ready = prefix .. 'ready'
 local nextk = prefix .. 'next'
 local seq = redis.call('INCRBY', prefix .. 'seq', n) - n
 local pushed, evicted = 0, 0
 local statuses = {}
-local i = 8
+local i = 9
 for e = 1, n do
   local domain, score, payload, filter = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
   i = i + 4
   local new = true
-  if filter == '1' then
+  if redis.call('SISMEMBER', excluded, domain) == 1 then
+    new = false
+    statuses[e] = 3
+    if filter == '1' then i = i + k end
+  elseif filter == '1' then
     local all_set = true
     for j = 0, k - 1 do
       if redis.call('GETBIT', seen, ARGV[i + j]) == 0 then
@@ -58,7 +65,7 @@ for e = 1, n do
       redis.call('ZADD', ready, t, domain)
     end
     statuses[e] = status
-  else
+  elseif not statuses[e] then
     statuses[e] = 0
   end
 end
