@@ -21,8 +21,9 @@ import statistics
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any, TypeVar
 
 import redis
 
@@ -36,6 +37,7 @@ from webcrawl.state.history import HistoryStore
 from webcrawl.state.keys import CrawlKeys
 from webcrawl.store import body_hash
 
+T = TypeVar("T")
 PAGES = 200
 SITE_FILE = Path(__file__).resolve().parent.parent / "webcrawl" / "sites" / "demo.toml"
 
@@ -53,7 +55,7 @@ def corpus() -> tuple[list[tuple[str, bytes]], PageParser, tuple[str, ...], froz
     return pages, PageParser(rules_for_site(site)), tuple(f.name for f in product.fields), frozenset(product.volatile)
 
 
-def per_item(items: list, work: Callable[[object], object], clock: Callable[[], float]) -> float:
+def per_item(items: Sequence[T], work: Callable[[T], object], clock: Callable[[], float]) -> float:
     start = clock()
     for item in items:
         work(item)
@@ -80,7 +82,7 @@ def main() -> None:
     rounds = int(os.environ.get("BENCH_RECORDHASH_ROUNDS", "7"))
     pages, parser, fields, volatile = corpus()
     results = [parser.parse(body, url, encoding="utf-8") for url, body in pages]
-    records = [r.record for r in results]
+    records: list[dict[str, Any]] = [r.record or {} for r in results]
     urls = [r.url for r in results]
     figures: dict[str, list[float]] = {k: [] for k in ("parse", "record", "body", "observe", "validators")}
     with tempfile.TemporaryDirectory() as folder:
@@ -89,9 +91,9 @@ def main() -> None:
             store = HistoryStore(client, CrawlKeys("bench"))
             now = [1.7e9]
 
-            def observe(url: object) -> None:
+            def observe(url: str) -> None:
                 now[0] += 60.0
-                store.observe(str(url), now=now[0], record_hash="a" * 32, cost=30_000, status=200,
+                store.observe(url, now=now[0], record_hash="a" * 32, cost=30_000, status=200,
                               page_type="product", validators=('"p1-v1"', "Thu, 01 Jan 2026 00:00:00 GMT"))
 
             for _ in range(rounds):
@@ -101,7 +103,7 @@ def main() -> None:
                                                   time.process_time))
                 figures["body"].append(per_item(pages, lambda p: body_hash(p[1]), time.process_time))
                 figures["observe"].append(per_item(urls, observe, time.perf_counter))
-                figures["validators"].append(per_item(urls, lambda u: store.validators(str(u)), time.perf_counter))
+                figures["validators"].append(per_item(urls, store.validators, time.perf_counter))
         finally:
             client.close()
             process.kill()
