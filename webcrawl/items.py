@@ -38,3 +38,20 @@ class PageItem:
     change: Change | None = None
     body: bytes = field(default=b"", repr=False)
     headers: dict[str, str] = field(default_factory=dict, repr=False)
+
+
+@dataclass
+class ListingItem:
+    """One item listed on a listing page, as the listing showed it.
+
+    ``url`` is the listing page's URL (as fetched), ``item_url`` the listed item's canonical
+    absolute URL, ``summary`` the listing rule's summary fields (a later fetch of the item is worth
+    making only when they changed). ``fetch_time`` is seconds since the epoch. The record-hash and
+    body-store pipelines pass it through untouched.
+    """
+
+    url: str
+    item_url: str
+    summary: dict[str, Any]
+    site: str
+    fetch_time: float

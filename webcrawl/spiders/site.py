@@ -1,31 +1,249 @@
-"""PLACEHOLDER generic spider for site files (to be replaced by the generic SiteSpider).
+"""SiteSpider: the generic spider of a site file.
 
-Only the contract the spider loader relies on: a ``scrapy.Spider`` subclass with a class attribute
-``site`` (the validated :class:`~webcrawl.sites.SiteConfig`, ``None`` on this base class) and no
-``name`` of its own, so Scrapy's loader never lists the base class; the spider loader builds one
-subclass per site file with ``name = site.name`` and ``site`` set.
+The spider loader (:mod:`webcrawl.spiderloader`) builds one subclass per site file with ``name``
+and ``site`` (the validated :class:`~webcrawl.sites.SiteConfig`) set; this base class has no
+``name``, so Scrapy never lists it. A site's own Python spider subclasses it (``spider = ...`` in
+the site file) and may override :meth:`SiteSpider.parse` or :meth:`SiteSpider.page_items`.
+
+Contract (docs/spider.md):
+
+- ``start()`` yields the seeds (depth 0), then one request per sitemap of the site file. Sitemaps
+  (indexes, gzip, ``<lastmod>``) are fetched through the crawl itself, so they pay politeness and
+  robots.txt like any page; every URL they list is requested at depth 0 with its lastmod in
+  ``meta["webcrawl_lastmod"]`` (seconds since the epoch).
+- ``parse()`` parses each body once with the site's :class:`~webcrawl.parse.PageParser` (one per
+  spider instance; it truncates to ``limits.parse_bytes``), yields a request per link not yet
+  requested by this process, a :class:`~webcrawl.items.PageItem` when the URL has a page type and
+  a :class:`~webcrawl.items.ListingItem` per listed item. It never raises for any body: binary,
+  PDF, empty or badly encoded bodies are counted under ``webcrawl/parse/`` and yield no links.
+- Every request carries ``meta["webcrawl_purpose"]`` (``discovery`` for seeds, links and sitemap
+  entries; ``sitemap`` for sitemap files) and ``meta["webcrawl_page_type"]`` (the page type its
+  URL matches, or ``None``). URLs are the parser's canonical form.
+- Links this process already requested are dropped before a ``Request`` is built (a bounded set,
+  ``WEBCRAWL_SEEN_CACHE_SIZE``): on link-heavy sites most links are navigation repeats, and the
+  scheduler's shared seen filter would drop them anyway at a much higher cost per link.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from typing import Any, ClassVar
+import logging
+import time
+from collections.abc import AsyncIterator, Iterator
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import scrapy
 
+from webcrawl.items import ListingItem, PageItem
+from webcrawl.parse import PageParser, ParseResult, rules_for_site
 from webcrawl.sites import SiteConfig
+from webcrawl.spiders._sitemap import SitemapError, read_sitemap
+
+if TYPE_CHECKING:
+    from typing import Self
+
+    from scrapy.crawler import Crawler
+    from scrapy.http import Response
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["HEADERS_KEPT", "MAX_SITEMAP_NESTING", "SiteSpider"]
+
+META_PURPOSE = "webcrawl_purpose"
+META_PAGE_TYPE = "webcrawl_page_type"
+META_LASTMOD = "webcrawl_lastmod"
+META_SITEMAP_LEVEL = "webcrawl_sitemap_level"
+#: Response headers copied into ``PageItem.headers`` (validators and what the store may want).
+HEADERS_KEPT = ("ETag", "Last-Modified", "Content-Type", "Date", "Content-Length")
+#: Sitemap indexes pointing at indexes: deeper levels are counted and not fetched.
+MAX_SITEMAP_NESTING = 3
+PARSE = "webcrawl/parse/"
+SITEMAP = "webcrawl/sitemap/"
+SPIDER = "webcrawl/spider/"
+
+
+def _charset(content_type: bytes | None) -> str | None:
+    """The ``charset`` parameter of a Content-Type header value, if any."""
+    if not content_type:
+        return None
+    _, found, rest = content_type.lower().partition(b"charset=")
+    if not found:
+        return None
+    value = rest.split(b";", 1)[0].strip().strip(b"\"'")
+    return value.decode("latin-1") or None
 
 
 class SiteSpider(scrapy.Spider):
-    """The generic spider of a site file. ``site`` is set on each per-site subclass."""
+    """The generic spider of a site file; see the module docstring for the contract.
+
+    ``site`` is set on each per-site subclass by the spider loader (``None`` here)."""
 
     site: ClassVar[SiteConfig | None] = None
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.parser: PageParser | None = PageParser(rules_for_site(self.site)) if self.site else None
+        self.seen_cache_size = 500_000
+        self.listing_items = True
+        self.max_sitemap_bytes = 0
+        self._requested: set[str] = set()
+        self._page_type_keys: dict[str | None, str] = {}
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler, *args: Any, **kwargs: Any) -> Self:
+        spider = super().from_crawler(crawler, *args, **kwargs)
+        settings = crawler.settings
+        spider.seen_cache_size = settings.getint("WEBCRAWL_SEEN_CACHE_SIZE", 500_000)
+        spider.listing_items = settings.getbool("WEBCRAWL_LISTING_ITEMS_ENABLED", True)
+        spider.max_sitemap_bytes = settings.getint("DOWNLOAD_MAXSIZE", 0)
+        return spider
+
+    # -- start --------------------------------------------------------------------------------------
+
     async def start(self) -> AsyncIterator[Any]:
-        if self.site is None:
+        if self.site is None or self.parser is None:
             raise ValueError(f"{type(self).__name__} has no site: build it with the spider loader")
         for url in self.site.seeds:
-            yield scrapy.Request(url)
+            request = self._page_request(self.parser.canonicalizer.canonical(url) or url)
+            if request is not None:
+                yield request
+        for url in self.site.sitemaps:
+            yield self._sitemap_request(url, 0)
 
-    def parse(self, response: scrapy.http.Response, **kwargs: Any) -> Any:
-        return None
+    def _page_request(self, url: str, lastmod: float | None = None,
+                      depth_reset: bool = False) -> scrapy.Request | None:
+        """A discovery request for the canonical ``url``, or ``None`` when this process already
+        asked for it."""
+        requested = self._requested
+        if url in requested:
+            self._inc(SPIDER + "links/known")
+            return None
+        if len(requested) >= self.seen_cache_size:
+            requested.clear()  # forgetting only costs a check in the scheduler's shared filter
+        requested.add(url)
+        assert self.parser is not None
+        page_type = self.parser.rules.page_type(url)
+        meta: dict[str, Any] = {META_PURPOSE: "discovery",
+                                META_PAGE_TYPE: page_type.name if page_type is not None else None}
+        if lastmod is not None:
+            meta[META_LASTMOD] = lastmod
+        if depth_reset:
+            meta["depth_reset"] = True  # sitemap entries count as depth 0, like seeds
+        self._inc(SPIDER + "requests/discovery")
+        return scrapy.Request(url, callback=self.parse, meta=meta)
+
+    def _sitemap_request(self, url: str, level: int) -> scrapy.Request:
+        self._inc(SPIDER + "requests/sitemap")
+        # dont_filter: a sitemap is read again on every run (its lastmods move); not conditional:
+        # it is no page with a record history.
+        return scrapy.Request(url, callback=self.parse_sitemap, dont_filter=True, priority=10, meta={
+            META_PURPOSE: "sitemap", META_PAGE_TYPE: None, META_SITEMAP_LEVEL: level,
+            "webcrawl_conditional": False, "depth_reset": True,
+        })
+
+    # -- pages ----------------------------------------------------------------------------------------
+
+    def parse(self, response: Response, **kwargs: Any) -> Iterator[Any]:
+        """Links, the page's item and its listing items; see the module docstring."""
+        parser = self.parser
+        assert parser is not None and self.site is not None
+        fetch_time = time.time()
+        result = parser.parse(response.body, response.url, depth=response.meta.get("depth", 0),
+                              encoding=_charset(response.headers.get(b"Content-Type")))
+        stats = self.crawler.stats
+        assert stats is not None
+        for key, count in result.counts.items():
+            stats.inc_value(PARSE + key, count)
+        stats.inc_value(self._page_type_key(result.page_type))
+        requested, new = self._requested, 0
+        for url in result.links:
+            if url not in requested:
+                request = self._page_request(url)
+                if request is not None:
+                    new += 1
+                    yield request
+        if len(result.links) > new:
+            stats.inc_value(SPIDER + "links/known", len(result.links) - new)
+        yield from self.page_items(response, result, fetch_time)
+
+    def page_items(self, response: Response, result: ParseResult, fetch_time: float) -> Iterator[Any]:
+        """The items of a parsed page: a :class:`PageItem` when its URL has a page type, then
+        one :class:`ListingItem` per listed item (unless ``WEBCRAWL_LISTING_ITEMS_ENABLED`` is
+        off). Override to add or change items."""
+        if result.page_type is None:
+            return
+        assert self.site is not None
+        headers = response.headers
+        kept = {}
+        for name in HEADERS_KEPT:
+            value = headers.get(name)
+            if value is not None:
+                kept[name] = value.decode("latin-1")
+        yield PageItem(
+            url=response.url, canonical_url=result.url, site=self.site.name,
+            page_type=result.page_type, status=response.status, fetch_time=fetch_time,
+            record=result.record or {}, body=response.body, headers=kept,
+        )
+        if result.listing and self.listing_items:
+            self._inc(SPIDER + "items/listing", len(result.listing))
+            for listed in result.listing:
+                yield ListingItem(response.url, listed.url, listed.summary, self.site.name, fetch_time)
+
+    def _page_type_key(self, page_type: str | None) -> str:
+        key = self._page_type_keys.get(page_type)
+        if key is None:
+            key = self._page_type_keys[page_type] = f"{PARSE}page_type/{page_type or 'none'}"
+        return key
+
+    # -- sitemaps -------------------------------------------------------------------------------------
+
+    def parse_sitemap(self, response: Response, **kwargs: Any) -> Iterator[Any]:
+        """The requests a sitemap or sitemap index lists (see the module docstring)."""
+        parser = self.parser
+        assert parser is not None
+        level = int(response.meta.get(META_SITEMAP_LEVEL, 0))
+        try:
+            document = read_sitemap(response.body, self.max_sitemap_bytes)
+        except SitemapError as error:
+            self._inc(SITEMAP + "errors")
+            self._inc(f"{SITEMAP}errors/{error.kind}")
+            logger.warning("Ignoring sitemap %s: %s", response.url, error)
+            return
+        self._inc(f"{SITEMAP}{document.kind}")
+        if document.gzipped:
+            self._inc(SITEMAP + "gzip")
+        if document.invalid_lastmod:
+            self._inc(SITEMAP + "lastmod/invalid", document.invalid_lastmod)
+        if document.kind == "sitemapindex":
+            for loc, _ in document.entries:
+                url = parser.canonicalizer.canonical(loc)
+                if url is None or not parser.link_filter.in_scope(_host(url)):
+                    self._inc(SITEMAP + "filtered/scope")
+                elif level + 1 > MAX_SITEMAP_NESTING:
+                    self._inc(SITEMAP + "filtered/nesting")
+                else:
+                    yield self._sitemap_request(url, level + 1)
+            return
+        for loc, lastmod in document.entries:
+            self._inc(SITEMAP + "urls")
+            url = parser.canonicalizer.canonical(loc)
+            reason = "scheme" if url is None else parser.link_filter.reason(url)
+            if reason is not None:
+                self._inc(f"{SITEMAP}filtered/{reason}")
+                continue
+            assert url is not None
+            if lastmod is not None:
+                self._inc(SITEMAP + "lastmod")
+            request = self._page_request(url, lastmod, depth_reset=True)
+            if request is not None:
+                yield request
+
+    def _inc(self, key: str, count: int = 1) -> None:
+        stats = self.crawler.stats
+        assert stats is not None
+        stats.inc_value(key, count)
+
+
+def _host(url: str) -> str:
+    """The host of a canonical absolute URL (lower case, no port, no user info)."""
+    authority = url.split("/", 3)[2].rpartition("@")[2]
+    return authority if authority.startswith("[") else authority.partition(":")[0]
