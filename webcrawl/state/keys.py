@@ -27,6 +27,9 @@ Keys that are not per crawl start with ``webcrawl:`` and are shared by every cra
 | ``{c}:cycle:seq`` | string | last cycle id |
 | ``{c}:cycles`` | zset | cycle id -> start time |
 | ``{c}:cycle:<id>`` | hash | one cycle's ledger and metrics (see :mod:`webcrawl.state.ledger`) |
+| ``{c}:costs:<page type>`` | hash | measured cost averages of a page type: ``n:<kind>``, ``mean:<kind>`` for kinds ``full``, ``not_modified``, ``failed`` (wire bytes), ``failure`` (rate), ``billed`` (site unit per attempt) (:mod:`webcrawl.state.costs`) |
+| ``{c}:health:<domain>`` | hash | a domain's health: ``bad``, ``weight``, ``at`` (time-decayed bad-outcome rate), ``streak`` (bad outcomes in a row), ``until`` (last backoff hold) (:mod:`webcrawl.state.costs`) |
+| ``{c}:freshness:<id>`` | hash | estimated freshness of the copy at a cycle's close: ``<page type>`` / ``*`` -> mean, ``pages:<page type>``, ``at`` (:mod:`webcrawl.state.freshness`) |
 | ``webcrawl:robots:<scheme://host:port>`` | hash | a parsed robots.txt answer, with expiry |
 | ``webcrawl:excluded`` | set | domains that asked to be left alone |
 | ``webcrawl:excluded:events`` | string | counter bumped on each change of the exclusion list |
@@ -126,3 +129,11 @@ class CrawlKeys:
     def frontier_prefix(self) -> str:
         return f"{self.prefix}frontier:"
 
+    def costs(self, page_type: str | None) -> str:
+        return f"{self.prefix}costs:{page_type or '-'}"
+
+    def health(self, domain: str) -> str:
+        return f"{self.prefix}health:{domain}"
+
+    def freshness(self, cycle_id: int) -> str:
+        return f"{self.prefix}freshness:{cycle_id}"
