@@ -391,3 +391,40 @@ def test_components_build_from_a_crawler_without_the_projects_settings(redis_url
     assert mw.context is record.context and store.history is record.context.history
     assert store.change == "record" and store.max_bytes == 8 * 1024 * 1024
     assert mw.context.trust.policy.verify_share == 0.05
+
+
+def test_the_whole_project_stack_from_the_command_line_with_dash_o(tmp_path, module_shop, redis_url):
+    """``scrapy runspider ... -O changes.jsonl`` in the project: the Redis scheduler (which carries
+    304 verifications as JSON requests), robots.txt and SSRF middlewares, and these components."""
+    shop = module_shop
+    spider = tmp_path / "spider.py"
+    source = CRAWL.split("settings = {", 1)[0].replace(
+        'with open(sys.argv[1]) as source:\n    config = json.load(source)\n',
+        f"config = {json.dumps({'site_file': str(ROOT / 'webcrawl' / 'sites' / 'demo.toml'), 'port': shop.server.port, 'urls': [shop.product(i) for i in shop.on_host(HONEST, 3, changing=False)]})}\n")
+    spider.write_text(source)
+    settings = {
+        "WEBCRAWL_REDIS_URL": redis_url, "WEBCRAWL_DATA_DIR": str(tmp_path / "data"),
+        "WEBCRAWL_DOMAIN_DELAY_SECONDS": "0.01", "WEBCRAWL_ALLOWED_PRIVATE_NETWORKS": "127.0.0.0/8",
+        "ITEM_PIPELINES": json.dumps({"webcrawl.pipelines.recordhash.RecordHashPipeline": 300,
+                                      "webcrawl.pipelines.bodystore.BodyStorePipeline": 400,
+                                      "webcrawl.pipelines.recordhash.DropUnchangedPipeline": 900}),
+        "DOWNLOADER_MIDDLEWARES": json.dumps({
+            "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware": None,
+            "webcrawl.middlewares.ssrf.SSRFGuardMiddleware": 45,
+            "webcrawl.middlewares.robots.RobotsMiddleware": 100,
+            "webcrawl.middlewares.conditional.ConditionalRequestMiddleware": 650}),
+        "FEED_EXPORT_FIELDS": json.dumps(EXPORTED_FIELDS), "LOG_LEVEL": "INFO",
+    }
+    args = [a for k, v in settings.items() for a in ("-s", f"{k}={v}")]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    feeds = []
+    for run in ("1", "2"):
+        out = tmp_path / f"changes-{run}.jsonl"
+        done = subprocess.run([sys.executable, "-m", "scrapy", "runspider", str(spider), "-O", str(out), *args],
+                              cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+        feeds.append([json.loads(line) for line in out.read_text().splitlines()])
+    assert [r["change"] for r in feeds[0]] == ["new"] * 3
+    assert feeds[1] == []  # unchanged: 304s, each verified (a learning host) through the scheduler
+    assert "'webcrawl/conditional/verification': 3" in done.stderr
+    assert "'webcrawl/conditional/evidence/confirmed': 3" in done.stderr
