@@ -30,6 +30,17 @@ Keys that are not per crawl start with ``webcrawl:`` and are shared by every cra
 | ``{c}:costs:<page type>`` | hash | measured cost averages of a page type: ``n:<kind>``, ``mean:<kind>`` for kinds ``full``, ``not_modified``, ``failed`` (wire bytes), ``failure`` (rate), ``billed`` (site unit per attempt) (:mod:`webcrawl.state.costs`) |
 | ``{c}:health:<domain>`` | hash | a domain's health: ``bad``, ``weight``, ``at`` (time-decayed bad-outcome rate), ``streak`` (bad outcomes in a row), ``until`` (last backoff hold) (:mod:`webcrawl.state.costs`) |
 | ``{c}:freshness:<id>`` | hash | estimated freshness of the copy at a cycle's close: ``<page type>`` / ``*`` -> mean, ``pages:<page type>``, ``at`` (:mod:`webcrawl.state.freshness`) |
+| ``{c}:cycle:<id>:workers`` | zset | process token -> heartbeat expiry: the processes working on a cycle (:mod:`webcrawl.state.ledger`) |
+| ``{c}:planner:lock`` | string | token of the process planning a cycle (``SET NX PX``) |
+| ``{c}:deferred`` | list | JSON ``{"domain", "priority", "payload"}`` of requests a cycle could not afford, pushed back into the frontiers when the next one starts |
+| ``{c}:pages:ids`` / ``{c}:pages:urls`` | hash | canonical URL -> index row id, and back (:mod:`webcrawl.state.pages`) |
+| ``{c}:pages:seq`` | string | index rows given so far |
+| ``{c}:pages:rec:<n>`` | string | fixed-size records of known pages ``n * 65536`` onwards (statistics the planner scores) |
+| ``{c}:pages:types`` | hash | page type -> small id used in the records |
+| ``{c}:pages:dirty`` | zset | canonical URL -> time its history changed, until its record is rewritten |
+| ``{c}:listing:summaries`` | hash | listed item's canonical URL -> hash of its summary as last listed (:mod:`webcrawl.pipelines.listing`) |
+| ``{c}:trust:sitemaps`` | hash | host -> JSON of its sitemap ``lastmod`` trust (:mod:`webcrawl.state.sitemaps`) |
+| ``{c}:sitemap:lastmod`` | hash | canonical URL -> latest ``lastmod`` a sitemap gave it (seconds) |
 | ``webcrawl:robots:<scheme://host:port>`` | hash | a parsed robots.txt answer, with expiry |
 | ``webcrawl:excluded`` | set | domains that asked to be left alone |
 | ``webcrawl:excluded:events`` | string | counter bumped on each change of the exclusion list |
@@ -137,3 +148,27 @@ class CrawlKeys:
 
     def freshness(self, cycle_id: int) -> str:
         return f"{self.prefix}freshness:{cycle_id}"
+
+    @property
+    def planner_lock(self) -> str:
+        return self.prefix + "planner:lock"
+
+    @property
+    def deferred(self) -> str:
+        return self.prefix + "deferred"
+
+    @property
+    def pages_prefix(self) -> str:
+        return self.prefix + "pages:"
+
+    @property
+    def listing_summaries(self) -> str:
+        return self.prefix + "listing:summaries"
+
+    @property
+    def trust_sitemaps(self) -> str:
+        return self.prefix + "trust:sitemaps"
+
+    @property
+    def sitemap_lastmod(self) -> str:
+        return self.prefix + "sitemap:lastmod"
