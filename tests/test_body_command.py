@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 import shutil
 import subprocess
@@ -12,6 +13,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from scrapy.exceptions import UsageError
+from scrapy.settings import Settings
 from warcio.archiveiterator import ArchiveIterator
 
 from tests.test_pipelines_recordhash import (  # noqa: F401
@@ -21,7 +24,7 @@ from tests.test_pipelines_recordhash import (  # noqa: F401
     module_redis,
     module_shop,
 )
-from webcrawl.commands.body import parse_time
+from webcrawl.commands.body import Command, parse_time
 from webcrawl.demo.shop import DAY
 from webcrawl.store import BodyReader
 
@@ -58,7 +61,7 @@ def scenario(tmp_path_factory, module_shop, module_redis) -> Scenario:
     return Scenario(tmp / "data", urls, changed, times)
 
 
-def test_prints_the_latest_body_and_any_older_one_as_of_a_time(scenario):
+def test_prints_the_latest_body_and_any_older_one_as_of_a_time(scenario, capsys):
     url = scenario.changed[0]
     with BodyReader(scenario.data / "demo" / "bodies") as reader:
         newest, oldest = reader.lookup(url), reader.lookup(url, as_of=scenario.times[1])
@@ -69,8 +72,9 @@ def test_prints_the_latest_body_and_any_older_one_as_of_a_time(scenario):
     iso = datetime.fromtimestamp(scenario.times[1], UTC).isoformat()
     older = scrapy("demo", url, "--as-of", iso, data=scenario.data)
     assert older.returncode == 0 and older.stdout == oldest.body
-    meta = scrapy("demo", url + "#fragment", "--meta", data=scenario.data)  # found in canonical form
-    assert meta.returncode == 0 and f"url: {url}".encode() in meta.stdout and b"status: 200" in meta.stdout
+    assert run_in_process(scenario.data, "demo", url + "#fragment", "--meta") == 0  # canonical form
+    meta = capsys.readouterr().out
+    assert f"url: {url}" in meta and "status: 200" in meta and 'header: ETag: "p' in meta
 
 
 def test_verify_finds_a_flipped_byte(scenario, tmp_path):
@@ -99,15 +103,37 @@ def test_warc_export_holds_each_urls_latest_body(scenario, tmp_path):
             assert body == reader.lookup(url).body
 
 
+def test_an_unknown_site_is_a_usage_error(scenario):
+    done = scrapy("nosuchsite", "http://x.example/", data=scenario.data)
+    assert done.returncode == 2 and b"no body store for site 'nosuchsite'" in done.stderr
+
+
+def run_in_process(data: Path, *argv: str) -> int:
+    """The command as ``scrapy body`` runs it, without a new interpreter: its exit status."""
+    command = Command()
+    command.settings = Settings({"WEBCRAWL_DATA_DIR": str(data)})
+    parser = argparse.ArgumentParser()
+    command.add_options(parser)
+    opts, args = parser.parse_known_args(list(argv))
+    command.process_options(args, opts)
+    try:
+        command.run(args, opts)
+    except UsageError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    return command.exitcode
+
+
 @pytest.mark.parametrize(("args", "status", "message"), [
-    (("nosuchsite", "http://x.example/"), 2, b"no body store for site 'nosuchsite'"),
-    (("demo", "http://127.0.0.3:1/never"), 1, b"no stored body of http://127.0.0.3:1/never"),
-    (("demo", "http://x.example/", "--verify"), 2, b"exactly one of"),
-    (("demo", "http://x.example/", "--as-of", "yesterday"), 2, b"--as-of 'yesterday'"),
+    (("demo", "http://127.0.0.3:1/never"), 1, "no stored body of http://127.0.0.3:1/never"),
+    (("demo", "http://x.example/", "--verify"), 2, "exactly one of"),
+    (("demo",), 2, "exactly one of"),
+    (("demo", "http://x.example/", "--as-of", "yesterday"), 2, "--as-of 'yesterday'"),
+    (("../etc", "--verify"), 2, "cannot name a folder"),
 ])
-def test_errors_name_the_problem(scenario, args, status, message):
-    done = scrapy(*args, data=scenario.data)
-    assert done.returncode == status and message in done.stderr, done.stderr
+def test_errors_name_the_problem(scenario, capsys, args, status, message):
+    assert run_in_process(scenario.data, *args) == status
+    assert message in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(("text", "expected"), [
