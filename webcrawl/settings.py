@@ -1,6 +1,8 @@
 """Scrapy settings of the webcrawl project. Every webcrawl setting is listed in the README's
 settings reference; the values here are the defaults a user can override per crawl (``-s``)."""
 
+from webcrawl.items import EXPORTED_FIELDS
+
 BOT_NAME = "webcrawl"
 SPIDER_MODULES = ["webcrawl.spiders"]
 NEWSPIDER_MODULE = "webcrawl.spiders"
@@ -26,10 +28,21 @@ DOWNLOADER_MIDDLEWARES = {
     "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware": None,
     "webcrawl.middlewares.ssrf.SSRFGuardMiddleware": 45,
     "webcrawl.middlewares.robots.RobotsMiddleware": 100,
+    # Above Redirect (600) and HttpCompression (590): sees final responses, adds validators last.
+    "webcrawl.middlewares.conditional.ConditionalRequestMiddleware": 650,
 }
 # Host names are checked on the addresses they resolve to, at connection time (no DNS rebinding).
 TWISTED_DNS_RESOLVER = "webcrawl.net.resolver.GuardedResolver"
 WEBCRAWL_ROBOTS_DELAY_SETTER = "webcrawl.scheduler.domain_delay_setter"
+
+# -- Change detection and storage (docs/change-detection.md, docs/store.md) ----------------------
+ITEM_PIPELINES = {
+    "webcrawl.pipelines.recordhash.RecordHashPipeline": 300,
+    "webcrawl.pipelines.bodystore.BodyStorePipeline": 400,
+    "webcrawl.pipelines.recordhash.DropUnchangedPipeline": 900,
+}
+# Feeds carry records and verdicts, never bodies or headers.
+FEED_EXPORT_FIELDS = EXPORTED_FIELDS
 
 # -- Safe defaults ------------------------------------------------------------------------------
 TELNETCONSOLE_ENABLED = False
