@@ -1,0 +1,1 @@
+"""Scrapy extensions of webcrawl: the cycle planner and the crawl's progress."""
