@@ -57,8 +57,9 @@ TOP_OF_KNOWN_BAND = 12_000  # above every scored known page (band 10,000 +- 2,00
 # Store "<hash> <summary changed at> <listed at>" for the item; answer the previous value.
 _SWAP = """
 local old = redis.call('HGET', KEYS[1], ARGV[1])
-local changed_at = ARGV[3]
+local changed_at = '0'  -- first listing: no change known
 if old then
+  changed_at = ARGV[3]
   local h, t = string.match(old, '^(%S+) (%S+)')
   if h == ARGV[2] then changed_at = t end
 end

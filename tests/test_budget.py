@@ -1,0 +1,54 @@
+"""Budget admission (webcrawl.middlewares.budget) against the cycle ledger in a real redis-server:
+a cycle stops at its budget, what it cannot afford waits for the next one."""
+
+from __future__ import annotations
+
+import pytest
+import redis
+from scrapy import Request
+
+from tests.test_planner import Clock, Stats, make_planner
+from webcrawl.middlewares.budget import BudgetExhausted, BudgetMiddleware
+
+
+def test_refused_requests_wait_for_the_next_cycle(redis_client: redis.Redis) -> None:
+    clock, sent = Clock(0.0), []
+    planner = make_planner(redis_client, clock, sent, budget=2.0)
+    cycle = planner.begin()
+    closed: list[str] = []
+    budget = BudgetMiddleware(planner.ledger, Stats(), default_cost=1.0, clock=clock, close=closed.append)
+    requests = [Request(f"http://shop.test/new/{i}", meta={"webcrawl_purpose": "discovery"}) for i in range(3)]
+    for r in requests[:2]:
+        budget.process_request(r)
+        assert r.meta["webcrawl_cycle"] == cycle.id and r.meta["webcrawl_reserved"] == 1.0
+    with pytest.raises(BudgetExhausted, match="cannot afford"):
+        budget.process_request(requests[2])
+    assert closed == ["cycle_budget_spent"] and planner.ledger.deferred_count() == 1
+    # A later middleware refused the second one before the wire: its reservation comes back.
+    budget.process_exception(requests[1], ValueError("robots.txt"))
+    assert planner.ledger.numbers(cycle.id)["in_flight"] == 1.0
+    planner.spider_closed()
+    clock.now += 1
+    make_planner(redis_client, clock, []).begin()
+    assert planner.ledger.deferred_count() == 0 and planner.frontier.counts().queued == 1
+    popped = planner.frontier.pop(clock.now)
+    assert "http://shop.test/new/2" in popped.items[0][1]
+
+
+def test_planned_visits_of_an_earlier_cycle_are_superseded(redis_client: redis.Redis) -> None:
+    clock = Clock(0.0)
+    planner = make_planner(redis_client, clock, [])
+    cycle = planner.begin()
+    budget = BudgetMiddleware(planner.ledger, Stats(), default_cost=1.0, clock=clock)
+    with pytest.raises(BudgetExhausted, match="superseded"):
+        budget.process_request(Request("http://shop.test/p", meta={"webcrawl_planned": cycle.id - 1}))
+
+
+def test_robots_fetches_and_held_reservations_pass(redis_client: redis.Redis) -> None:
+    clock = Clock(0.0)
+    planner = make_planner(redis_client, clock, [], budget=0.0)
+    planner.begin()
+    budget = BudgetMiddleware(planner.ledger, Stats(), default_cost=1.0, clock=clock)
+    assert budget.process_request(Request("http://shop.test/robots.txt",
+                                          meta={"webcrawl_purpose": "robots"})) is None
+    assert budget.process_request(Request("http://shop.test/a", meta={"webcrawl_reserved": 1.0})) is None
