@@ -78,6 +78,10 @@ class SiteSpider(scrapy.Spider):
     ``site`` is set on each per-site subclass by the spider loader (``None`` here)."""
 
     site: ClassVar[SiteConfig | None] = None
+    #: Scrapy starts CONCURRENT_ITEMS asyncio tasks for every response's output (100 by default:
+    #: about a tenth of a page's CPU time here). This spider yields a few items a page, and the
+    #: pipelines are synchronous, so a handful of workers lose nothing.
+    custom_settings: ClassVar[dict[str, Any] | None] = {"CONCURRENT_ITEMS": 8}
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -86,7 +90,7 @@ class SiteSpider(scrapy.Spider):
         self.listing_items = True
         self.max_sitemap_bytes = 0
         self._requested: set[str] = set()
-        self._page_type_keys: dict[str | None, str] = {}
+        self._keys: dict[tuple[str, str | None], str] = {}
 
     @classmethod
     def from_crawler(cls, crawler: Crawler, *args: Any, **kwargs: Any) -> Self:
@@ -112,9 +116,10 @@ class SiteSpider(scrapy.Spider):
     def _page_request(self, url: str, lastmod: float | None = None,
                       depth_reset: bool = False) -> scrapy.Request | None:
         """A discovery request for the canonical ``url``, or ``None`` when this process already
-        asked for it."""
+        asked for it. A URL with a sitemap ``lastmod`` is always requested: the scheduler drops
+        a known one, but the date reaches the ``request_scheduled`` signal first."""
         requested = self._requested
-        if url in requested:
+        if url in requested and lastmod is None:
             self._inc(SPIDER + "links/known")
             return None
         if len(requested) >= self.seen_cache_size:
@@ -153,7 +158,7 @@ class SiteSpider(scrapy.Spider):
         assert stats is not None
         for key, count in result.counts.items():
             stats.inc_value(PARSE + key, count)
-        stats.inc_value(self._page_type_key(result.page_type))
+        stats.inc_value(self._keyed(PARSE + "page_type/", result.page_type))
         requested, new = self._requested, 0
         for url in result.links:
             if url not in requested:
@@ -178,6 +183,8 @@ class SiteSpider(scrapy.Spider):
             value = headers.get(name)
             if value is not None:
                 kept[name] = value.decode("latin-1")
+        self._inc(SPIDER + "items/page")
+        self._inc(self._keyed(SPIDER + "items/page/", result.page_type))
         yield PageItem(
             url=response.url, canonical_url=result.url, site=self.site.name,
             page_type=result.page_type, status=response.status, fetch_time=fetch_time,
@@ -185,13 +192,16 @@ class SiteSpider(scrapy.Spider):
         )
         if result.listing and self.listing_items:
             self._inc(SPIDER + "items/listing", len(result.listing))
+            self._inc(self._keyed(SPIDER + "items/listing/", result.page_type), len(result.listing))
             for listed in result.listing:
                 yield ListingItem(response.url, listed.url, listed.summary, self.site.name, fetch_time)
 
-    def _page_type_key(self, page_type: str | None) -> str:
-        key = self._page_type_keys.get(page_type)
+    def _keyed(self, family: str, page_type: str | None) -> str:
+        """``family + page type`` (``none`` without one), built once per pair."""
+        name = (family, page_type)
+        key = self._keys.get(name)
         if key is None:
-            key = self._page_type_keys[page_type] = f"{PARSE}page_type/{page_type or 'none'}"
+            key = self._keys[name] = f"{family}{page_type or 'none'}"
         return key
 
     # -- sitemaps -------------------------------------------------------------------------------------
