@@ -45,8 +45,8 @@ def test_the_line_gives_the_cycle_figures(redis_client: redis.Redis, caplog: pyt
                                              page_type="product")
     with caplog.at_level(logging.INFO, logger="webcrawl.extensions.progress"):
         progress.log()
-    assert caplog.messages == ["Progress: cycle 1: spent 5 requests of 200 requests (2.5%), 5 fetches, "
-                               "3 changes found, cost per change 1.67 requests, 1 new pages"]
+    assert caplog.messages == [("Progress: cycle 1: spent 5 requests of 200 requests (2.5%), 5 fetches, "
+                                "3 changes found, cost per change 1.67 requests, 1 new pages")]
     # A continuous crawl moves to cycle 2: cycle 1's freshness is kept for the report.
     ledger.start_cycle(budget=200, cycle_seconds=3600, now=clock.time() + 3600)
     progress.log()
@@ -61,8 +61,8 @@ def test_without_a_cycle_the_line_gives_this_process(caplog: pytest.LogCaptureFi
         stats.set_value(key, value)
     with caplog.at_level(logging.INFO, logger="webcrawl.extensions.progress"):
         ProgressLog(stats, unit="bytes").log()
-    assert caplog.messages == ["Progress (this process, no cycle): spent 3.00 MB, 30 fetches, "
-                               "4 changes found, cost per change 750.00 KB, 20 new pages"]
+    assert caplog.messages == [("Progress (this process, no cycle): spent 3.00 MB, 30 fetches, "
+                                "4 changes found, cost per change 750.00 KB, 20 new pages")]
 
 
 def test_a_crawl_logs_progress_every_interval(redis_url: str, redis_client: redis.Redis, tmp_path: Path) -> None:

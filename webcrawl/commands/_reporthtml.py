@@ -50,14 +50,14 @@ def line_chart(title: str, xs: Sequence[int], series: Series, *, percent: bool =
         return TOP + plot_h * (1 - min(max(v / top, 0.0), 1.0))
 
     fmt: Callable[[float], str] = (lambda v: f"{v:.0%}") if percent else _number
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" '
-           f'viewBox="0 0 {WIDTH} {HEIGHT}" role="img" aria-label="{escape(title)}">',
+    out = [(f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" '
+            f'viewBox="0 0 {WIDTH} {HEIGHT}" role="img" aria-label="{escape(title)}">'),
            f'<text x="{LEFT}" y="{TOP - 8}" class="title">{escape(title)}</text>']
     for k in range(5):
-        v = top * k / 4
-        y = y_at(v)
+        tick = top * k / 4
+        y = y_at(tick)
         out.append(f'<line x1="{LEFT}" y1="{y:.1f}" x2="{LEFT + plot_w}" y2="{y:.1f}" class="grid"/>')
-        out.append(f'<text x="{LEFT - 6}" y="{y + 4:.1f}" text-anchor="end">{escape(fmt(v))}</text>')
+        out.append(f'<text x="{LEFT - 6}" y="{y + 4:.1f}" text-anchor="end">{escape(fmt(tick))}</text>')
     step = max(1, math.ceil(len(xs) / 12))
     for i, x in enumerate(xs):
         if i % step == 0 or i == len(xs) - 1:
@@ -100,11 +100,11 @@ def page(title: str, summary: Sequence[str], tables: Sequence[tuple[str, Sequenc
         '<!DOCTYPE html>',
         '<html xmlns="http://www.w3.org/1999/xhtml" lang="en"><head><meta charset="utf-8"/>',
         f"<title>{escape(title)}</title>",
-        "<style>body{font:14px system-ui,sans-serif;margin:2em;color:#222}"
+        ("<style>body{font:14px system-ui,sans-serif;margin:2em;color:#222}"
         "table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:3px 8px;"
         "text-align:right}td:first-child,th:first-child{text-align:left}"
         "svg text{font:11px system-ui,sans-serif;fill:#333}svg .title{font-weight:bold;font-size:13px}"
-        "svg .grid{stroke:#e4e4e4}figure{display:inline-block;margin:0 1em 1em 0}</style>",
+        "svg .grid{stroke:#e4e4e4}figure{display:inline-block;margin:0 1em 1em 0}</style>"),
         "</head><body>", f"<h1>{escape(title)}</h1>",
     ]
     parts += [f"<p>{escape(line)}</p>" for line in summary]

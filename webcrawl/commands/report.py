@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     import redis
     from scrapy.settings import BaseSettings
 
-__all__ = ["Command", "CycleReport", "Row", "cycle_report", "render_text", "render_html"]
+__all__ = ["Command", "CycleReport", "Row", "cycle_report", "render_html", "render_text", "rows_from"]
 
 _FIELDS = ("fetches", "cost", *OUTCOMES)
 HEADER = ("page type", "fetches", "new", "changes", "no change", "share", "cost", "cost/change",

@@ -113,6 +113,7 @@ class ProgressLog:
     def line(self) -> tuple[str, tuple[object, ...]]:
         """The progress message and its %-arguments (the current cycle's, or this process's)."""
         cycle = self.ledger.current() if self.ledger is not None else None
+        args: tuple[object, ...]
         if cycle is None:
             spent = float(self.stats.get_value("webcrawl/cost/total", 0))
             fetches = float(self.stats.get_value("webcrawl/cost/attempts", 0))

@@ -169,11 +169,10 @@ class CostHealthMiddleware:
 
     def process_exception(self, request: Request, exception: BaseException) -> None:
         if not isinstance(exception, NETWORK_ERRORS):
-            return None  # IgnoreRequest and friends: nothing went over the wire
+            return  # IgnoreRequest and friends: nothing went over the wire
         wire = 0 if isinstance(exception, NO_CONNECTION) else len(request_httprepr(request))
         self._measure(request, "failed", wire)
         self._bad(request, "timeout" if isinstance(exception, TIMEOUTS) else "connection", None)
-        return None
 
     # -- measurement -------------------------------------------------------------------------
 
@@ -205,7 +204,7 @@ class CostHealthMiddleware:
             url = meta.get("webcrawl_canonical_url") or self.canonical(request.url)
         self.costs.record(page_type, outcome, wire, billed, url)
         for key in ("total", f"total/{page_type or '-'}"):
-            self.stats.inc_value(STATS + key, billed)
+            self.stats.inc_value(STATS + key, billed)  # type: ignore[arg-type]  # costs may be fractional
         self.stats.inc_value(STATS + "attempts")
         self.stats.inc_value(STATS + f"attempts/{outcome}")
         self.stats.inc_value(STATS + "wire_bytes", wire)

@@ -45,9 +45,7 @@ from scrapy.utils.httpobj import urlparse_cached
 
 from webcrawl.clock import SystemClock
 from webcrawl.middlewares.conditional import change_context
-from webcrawl.revisit import (
-    BillingModel, GammaPrior, Objective, estimate_rates, expected_cost, gain,
-)
+from webcrawl.revisit import BillingModel, GammaPrior, Objective, estimate_rates, expected_cost, gain
 from webcrawl.state.costs import cost_context
 from webcrawl.state.history import HistoryStore
 

@@ -103,7 +103,7 @@ class DomainHealth:
         return bad / max(weight, 1.0)
 
 
-def _float(value: bytes | None, default: float = 0.0) -> float:
+def _float(value: bytes | str | None, default: float = 0.0) -> float:
     return float(value) if value is not None else default
 
 
@@ -151,7 +151,8 @@ class CostStore:
         if cached is not None and time.monotonic() - cached[0] < self.cache_seconds:
             return cached[1]
         raw = self.client.hgetall(self.keys.costs(page_type))
-        means = {k.decode().removeprefix("mean:"): float(v) for k, v in raw.items()}
+        means = {(k.decode() if isinstance(k, bytes) else k).removeprefix("mean:"): float(v)
+                 for k, v in raw.items()}
         self._profiles[page_type] = (time.monotonic(), means)
         return means
 

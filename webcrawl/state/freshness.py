@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
     from webcrawl.state.keys import CrawlKeys
 
-__all__ = ["Freshness", "TOTAL", "estimate_freshness", "read_snapshot", "store_snapshot"]
+__all__ = ["TOTAL", "Freshness", "estimate_freshness", "read_snapshot", "store_snapshot"]
 
 TOTAL = "*"
 _BATCH = 1000
@@ -100,7 +100,8 @@ def store_snapshot(client: redis.Redis, keys: CrawlKeys, cycle_id: int, freshnes
 
 
 def read_snapshot(client: redis.Redis, keys: CrawlKeys, cycle_id: int) -> Freshness | None:
-    raw = {k.decode(): float(v) for k, v in client.hgetall(keys.freshness(cycle_id)).items()}
+    raw = {k.decode() if isinstance(k, bytes) else k: float(v)
+           for k, v in client.hgetall(keys.freshness(cycle_id)).items()}
     if not raw:
         return None
     at = raw.pop("at", 0.0)
