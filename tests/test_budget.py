@@ -16,7 +16,8 @@ def test_refused_requests_wait_for_the_next_cycle(redis_client: redis.Redis) -> 
     planner = make_planner(redis_client, clock, sent, budget=2.0)
     cycle = planner.begin()
     closed: list[str] = []
-    budget = BudgetMiddleware(planner.ledger, Stats(), default_cost=1.0, clock=clock, close=closed.append)
+    budget = BudgetMiddleware(planner.ledger, Stats(), default_cost=1.0, clock=clock, close=closed.append,
+                              robots_cost=0.0)
     requests = [Request(f"http://shop.test/new/{i}", meta={"webcrawl_purpose": "discovery"}) for i in range(3)]
     for r in requests[:2]:
         budget.process_request(r)
@@ -52,3 +53,16 @@ def test_robots_fetches_and_held_reservations_pass(redis_client: redis.Redis) ->
     assert budget.process_request(Request("http://shop.test/robots.txt",
                                           meta={"webcrawl_purpose": "robots"})) is None
     assert budget.process_request(Request("http://shop.test/a", meta={"webcrawl_reserved": 1.0})) is None
+
+
+def test_the_first_request_of_an_origin_pays_for_its_robots_txt(redis_client: redis.Redis) -> None:
+    clock = Clock(0.0)
+    planner = make_planner(redis_client, clock, [], budget=10.0)
+    cycle = planner.begin()
+    budget = BudgetMiddleware(planner.ledger, Stats(), default_cost=1.0, clock=clock, robots_cost=2.0)
+    first, second = Request("http://a.test/1"), Request("http://a.test/2")
+    other = Request("http://b.test:8080/1")
+    for r in (first, second, other):
+        budget.process_request(r)
+    assert [r.meta["webcrawl_reserved"] for r in (first, second, other)] == [3.0, 1.0, 3.0]
+    assert planner.ledger.numbers(cycle.id)["in_flight"] == 7.0

@@ -13,8 +13,10 @@ flight cost beyond their expectation, never by a fetch started after the budget 
 A planned visit (``meta["webcrawl_planned"]`` = the current cycle's id) draws on the plan's
 reservation; anything else (discovery, listing-triggered visits, sitemaps) must fit beside it.
 A planned visit of an earlier cycle is dropped: the current cycle's plan scored its page again.
-robots.txt fetches are never refused (refusing one would read as "robots.txt unreachable"); the
-cost middleware books them.
+robots.txt fetches are never refused (a refusal would read as "robots.txt unreachable" and
+disallow the host for a while), so they are paid for in advance: the first request of each origin
+in a cycle (per process) reserves ``robots_cost`` more than its own expected cost, and the cost
+middleware books the robots.txt fetch, unreserved, when it lands.
 
 What does not fit is not lost: it is written to ``{c}:deferred`` and pushed back into its frontier
 when the next cycle starts, then ``IgnoreRequest`` (:class:`BudgetExhausted`, logged at DEBUG)
@@ -40,6 +42,7 @@ from scrapy.utils.httpobj import urlparse_cached
 
 from webcrawl.clock import SystemClock
 from webcrawl.requestcodec import UnserializableRequest, encode
+from webcrawl.revisit import BillingModel
 from webcrawl.state.costs import cost_context
 from webcrawl.state.frontier import Entry
 
@@ -83,7 +86,8 @@ class BudgetMiddleware:
 
     def __init__(self, ledger: LedgerStore, stats: StatsCollector, *, default_cost: float,
                  spider: Spider | None = None, clock: Clock | None = None, continuous: bool = False,
-                 close: Callable[[str], Any] | None = None, cache_seconds: float = 1.0) -> None:
+                 close: Callable[[str], Any] | None = None, cache_seconds: float = 1.0,
+                 robots_cost: float | None = None) -> None:
         self.ledger = ledger
         self.stats = stats
         self.default_cost = default_cost
@@ -94,6 +98,8 @@ class BudgetMiddleware:
         self.cache_seconds = cache_seconds
         self._cycle: tuple[float, Cycle | None] = (float("-inf"), None)
         self._closing = False
+        self.robots_cost = default_cost if robots_cost is None else robots_cost
+        self._origins: tuple[int, set[str]] = (0, set())
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
@@ -111,9 +117,12 @@ class BudgetMiddleware:
             assert crawler.engine is not None
             deferred_from_coro(crawler.engine.close_spider_async(reason=reason))
 
-        return cls(context.ledger, crawler.stats, default_cost=default_cost(context.billing, settings),
-                   spider=crawler.spider, continuous=settings.getbool("WEBCRAWL_CYCLE_CONTINUOUS", False),
-                   close=close)
+        cost = default_cost(context.billing, settings)
+        robots = settings.getfloat("WEBCRAWL_BUDGET_ROBOTS_COST", cost if context.billing is not BillingModel.BANDWIDTH
+                                   else min(cost, 5_000.0))
+        return cls(context.ledger, crawler.stats, default_cost=cost, spider=crawler.spider,
+                   continuous=settings.getbool("WEBCRAWL_CYCLE_CONTINUOUS", False), close=close,
+                   robots_cost=robots)
 
     def current(self) -> Cycle | None:
         at, cycle = self._cycle
@@ -136,8 +145,15 @@ class BudgetMiddleware:
             self.stats.inc_value(STATS + "superseded")
             raise BudgetExhausted(f"planned by cycle {planned}, superseded by cycle {cycle.id}")
         expected = float(meta.get("webcrawl_expected_cost") or self.default_cost)
-        if self.ledger.admit(cycle.id, expected, planned=planned == cycle.id):
-            meta[META_CYCLE], meta[META_RESERVED] = cycle.id, expected
+        origin = f"{request.url.split(':', 1)[0]}://{urlparse_cached(request).netloc}"
+        seen_cycle, origins = self._origins
+        if seen_cycle != cycle.id:
+            origins = set()
+            self._origins = (cycle.id, origins)
+        surcharge = 0.0 if origin in origins else self.robots_cost
+        if self.ledger.admit(cycle.id, expected + surcharge, planned=planned == cycle.id):
+            origins.add(origin)
+            meta[META_CYCLE], meta[META_RESERVED] = cycle.id, expected + surcharge
             self.stats.inc_value(STATS + "admitted")
             return None
         self.stats.inc_value(STATS + "refused")
