@@ -236,3 +236,23 @@ def test_a_real_crawl_waits_out_retry_after(redis_url: str, tmp_path: Path) -> N
             assert gap >= 1.0 - 0.05, f"a request {gap:.2f} s after a 429 with Retry-After: 1"
     assert stats["webcrawl/health/backoff/retry_after"] == len(throttled)
     assert stats["webcrawl/cost/total"] == stats["webcrawl/cost/attempts"]
+
+
+def test_verdicts_and_304s_are_counted_in_the_cycle(shop: MultiHostServer, redis_client: redis.Redis) -> None:
+    from webcrawl.items import PageItem
+
+    clock = ManualClock()
+    mw = middleware(redis_client, BillingModel.CREDITS, clock)
+    ledger = LedgerStore(redis_client, KEYS)
+    cycle = ledger.start_cycle(budget=100, cycle_seconds=3600, now=clock.time())
+    for change in ("new", "changed", "unchanged", None):
+        mw.item_verdict(PageItem("u", "u", "shop", "product", 200, 0.0, change=change))  # type: ignore[arg-type]
+    mw.item_verdict({"not": "a page"})
+    url = shop.site.product_url(3)  # type: ignore[attr-defined]
+    etag = (fetch(url)[1].headers.get(b"ETag") or b"").decode()
+    request, response = fetch(url, {"If-None-Match": etag})
+    request.meta.update(webcrawl_page_type="product", webcrawl_validators_for=url)
+    mw.process_response(request, response)
+    numbers = ledger.numbers(cycle.id)
+    assert (numbers["new:product"], numbers["changed:product"], numbers["unchanged:product"]) == (1, 1, 2)
+    assert numbers["fetches:product"] == 1 and numbers["booked"] == 1  # a 304 is a paid answer

@@ -17,6 +17,11 @@ The cost goes to the page type's running averages and the page's history
 an admit reserved; released once, so a retry books only its cost), purpose and page type from
 ``meta["webcrawl_purpose"]`` / ``meta["webcrawl_page_type"]``.
 
+It also keeps the cycle's findings for the report (:meth:`LedgerStore.record_outcome`): each page's
+verdict (``new``, ``changed``, ``unchanged``) from the record-hash pipeline, read off the
+``item_scraped`` / ``item_dropped`` signals, and ``unchanged`` for a 304 to our validators (a 304
+the conditional middleware then verifies counts once more, with the verification's verdict).
+
 Health: a 429 or 503 (``WEBCRAWL_HEALTH_HTTP_CODES``), a timeout or a connection error is a bad
 outcome for the host. It pushes the host's next-allowed time back for every process of the crawl
 (``hold(domain, until)``, :func:`webcrawl.scheduler.domain_hold_setter`) by ``Retry-After`` when the
@@ -43,6 +48,7 @@ import logging
 from email.utils import parsedate_to_datetime
 from typing import TYPE_CHECKING, Any
 
+from scrapy import signals
 from scrapy.exceptions import NotConfigured
 from scrapy.utils.httpobj import urlparse_cached
 from scrapy.utils.request import request_httprepr
@@ -51,6 +57,7 @@ from twisted.internet.defer import TimeoutError as DeferTimeoutError
 from twisted.web._newclient import ResponseFailed
 
 from webcrawl.clock import SystemClock
+from webcrawl.items import PageItem
 from webcrawl.middlewares.conditional import wire_bytes
 from webcrawl.revisit import BillingModel
 from webcrawl.scheduler import domain_hold_setter
@@ -77,6 +84,7 @@ STATS = "webcrawl/cost/"
 HEALTH = "webcrawl/health/"
 META_RESERVED = "webcrawl_reserved"
 META_CYCLE = "webcrawl_cycle"
+META_VALIDATORS = "webcrawl_validators_for"  # set by the conditional middleware
 #: Errors before any byte was sent: nothing on the wire.
 NO_CONNECTION = (net.ConnectionRefusedError, net.DNSLookupError, net.TCPTimedOutError,
                  net.NoRouteError, net.UnknownHostError)
@@ -146,12 +154,15 @@ class CostHealthMiddleware:
         context = cost_context(crawler)
 
         codes = settings.getlist("WEBCRAWL_HEALTH_HTTP_CODES", [429, 503])
-        return cls(context.costs, crawler.stats, billing=context.billing, ledger=context.ledger,
+        mw = cls(context.costs, crawler.stats, billing=context.billing, ledger=context.ledger,
                    hold=domain_hold_setter(crawler), site=context.site, canonical=context.canonical,
                    backoff_base=settings.getfloat("WEBCRAWL_BACKOFF_BASE_SECONDS", 2.0),
                    backoff_max=settings.getfloat("WEBCRAWL_BACKOFF_MAX_SECONDS", 3600.0),
                    bad_statuses=[int(c) for c in codes],
                    debug=settings.getbool("WEBCRAWL_COST_DEBUG", False))
+        crawler.signals.connect(mw.item_verdict, signal=signals.item_scraped)
+        crawler.signals.connect(mw.item_verdict, signal=signals.item_dropped)
+        return mw
 
     # -- Scrapy hooks ------------------------------------------------------------------------
 
@@ -160,6 +171,8 @@ class CostHealthMiddleware:
         failed = response.status in self.bad_statuses or response.status == 429 or response.status >= 500
         outcome = "failed" if failed else ("not_modified" if response.status == 304 else "full")
         self._measure(request, outcome, wire)
+        if response.status == 304 and META_VALIDATORS in request.meta:
+            self._outcome(self._page_type(request), "unchanged")  # our validators: unchanged
         if response.status in self.bad_statuses:
             delay = retry_after_seconds(response.headers, self.clock.time())
             self._bad(request, str(response.status), delay)
@@ -219,6 +232,17 @@ class CostHealthMiddleware:
         meta[META_RESERVED] = 0.0  # a retry carries the meta along: release the reservation once
         self.ledger.land(int(cycle_id), expected=reserved, actual=billed, purpose=purpose,
                          page_type=page_type)
+
+    def item_verdict(self, item: Any) -> None:
+        """``item_scraped`` / ``item_dropped``: a page's verdict (new, changed, unchanged) as
+        the record-hash pipeline judged it, counted in the current cycle's metrics."""
+        if isinstance(item, PageItem) and item.change is not None:
+            self._outcome(item.page_type, item.change)
+
+    def _outcome(self, page_type: str | None, outcome: str) -> None:
+        cycle = self._current_cycle()
+        if cycle is not None and self.ledger is not None:
+            self.ledger.record_outcome(cycle.id, page_type, outcome)
 
     # -- health ------------------------------------------------------------------------------
 
