@@ -73,7 +73,7 @@ if TYPE_CHECKING:
     from scrapy.statscollectors import StatsCollector
 
     from webcrawl.clock import Clock
-    from webcrawl.state.costs import CostStore
+    from webcrawl.state.costs import CostStore, DomainHealth
     from webcrawl.state.ledger import Cycle, LedgerStore
 
 logger = logging.getLogger(__name__)
@@ -152,14 +152,16 @@ class CostHealthMiddleware:
             raise NotConfigured("cost and health tracking is off: set WEBCRAWL_COST_ENABLED = True")
         assert crawler.stats is not None
         context = cost_context(crawler)
-
-        codes = settings.getlist("WEBCRAWL_HEALTH_HTTP_CODES", [429, 503])
+        base = settings.getfloat("WEBCRAWL_BACKOFF_BASE_SECONDS", 2.0)
+        maximum = settings.getfloat("WEBCRAWL_BACKOFF_MAX_SECONDS", 3600.0)
+        if not 0 < base <= maximum:
+            raise ValueError(f"WEBCRAWL_BACKOFF_BASE_SECONDS={base!r}, WEBCRAWL_BACKOFF_MAX_SECONDS="
+                             f"{maximum!r}: expected 0 < base <= max")
+        codes = [int(c) for c in settings.getlist("WEBCRAWL_HEALTH_HTTP_CODES", [429, 503])]
         mw = cls(context.costs, crawler.stats, billing=context.billing, ledger=context.ledger,
-                   hold=domain_hold_setter(crawler), site=context.site, canonical=context.canonical,
-                   backoff_base=settings.getfloat("WEBCRAWL_BACKOFF_BASE_SECONDS", 2.0),
-                   backoff_max=settings.getfloat("WEBCRAWL_BACKOFF_MAX_SECONDS", 3600.0),
-                   bad_statuses=[int(c) for c in codes],
-                   debug=settings.getbool("WEBCRAWL_COST_DEBUG", False))
+                 hold=domain_hold_setter(crawler), site=context.site, canonical=context.canonical,
+                 backoff_base=base, backoff_max=maximum, bad_statuses=codes,
+                 debug=settings.getbool("WEBCRAWL_COST_DEBUG", False))
         crawler.signals.connect(mw.item_verdict, signal=signals.item_scraped)
         crawler.signals.connect(mw.item_verdict, signal=signals.item_dropped)
         return mw
@@ -170,22 +172,25 @@ class CostHealthMiddleware:
         wire = len(request_httprepr(request)) + wire_bytes(response)
         failed = response.status in self.bad_statuses or response.status == 429 or response.status >= 500
         outcome = "failed" if failed else ("not_modified" if response.status == 304 else "full")
-        self._measure(request, outcome, wire)
+        bad = response.status in self.bad_statuses
+        domain, state, previous = self._measure(request, outcome, wire, ok=not bad)
         if response.status == 304 and META_VALIDATORS in request.meta:
             self._outcome(self._page_type(request), "unchanged")  # our validators: unchanged
-        if response.status in self.bad_statuses:
+        if bad:
             delay = retry_after_seconds(response.headers, self.clock.time())
-            self._bad(request, str(response.status), delay)
-        else:
-            self._good(request)
+            self._backoff(domain, state, str(response.status), delay)
+        elif previous:
+            self.stats.inc_value(HEALTH + "recovered")
+            if self.debug:
+                logger.debug("%s answers again after %d bad outcomes", domain, previous)
         return response
 
     def process_exception(self, request: Request, exception: BaseException) -> None:
         if not isinstance(exception, NETWORK_ERRORS):
             return  # IgnoreRequest and friends: nothing went over the wire
         wire = 0 if isinstance(exception, NO_CONNECTION) else len(request_httprepr(request))
-        self._measure(request, "failed", wire)
-        self._bad(request, "timeout" if isinstance(exception, TIMEOUTS) else "connection", None)
+        domain, state, _ = self._measure(request, "failed", wire, ok=False)
+        self._backoff(domain, state, "timeout" if isinstance(exception, TIMEOUTS) else "connection", None)
 
     # -- measurement -------------------------------------------------------------------------
 
@@ -206,7 +211,10 @@ class CostHealthMiddleware:
             self._cycle = (now, cycle)
         return cycle
 
-    def _measure(self, request: Request, outcome: str, wire: int) -> None:
+    def _measure(self, request: Request, outcome: str, wire: int, *, ok: bool
+                 ) -> tuple[str, DomainHealth, int]:
+        """Book the attempt; returns its domain, the domain's health after it and its bad streak
+        before it."""
         meta = request.meta
         failed = outcome == "failed"
         billed = attempt_cost(self.billing, wire, failed=failed)
@@ -215,7 +223,9 @@ class CostHealthMiddleware:
         url = None
         if purpose != "robots" and self.canonical is not None:
             url = meta.get("webcrawl_canonical_url") or self.canonical(request.url)
-        self.costs.record(page_type, outcome, wire, billed, url)
+        domain = urlparse_cached(request).hostname or ""
+        state, previous = self.costs.attempt(page_type, outcome, wire, billed, url, domain=domain,
+                                             ok=ok, now=self.clock.time())
         for key in ("total", f"total/{page_type or '-'}"):
             self.stats.inc_value(STATS + key, billed)  # type: ignore[arg-type]  # costs may be fractional
         self.stats.inc_value(STATS + "attempts")
@@ -227,11 +237,12 @@ class CostHealthMiddleware:
             cycle_id = cycle.id if cycle is not None else None
         if cycle_id is None or self.ledger is None:
             self.stats.inc_value(STATS + "unbooked")
-            return
+            return domain, state, previous
         reserved = float(meta.get(META_RESERVED) or 0.0)
         meta[META_RESERVED] = 0.0  # a retry carries the meta along: release the reservation once
         self.ledger.land(int(cycle_id), expected=reserved, actual=billed, purpose=purpose,
                          page_type=page_type)
+        return domain, state, previous
 
     def item_verdict(self, item: Any) -> None:
         """``item_scraped`` / ``item_dropped``: a page's verdict (new, changed, unchanged) as
@@ -246,14 +257,12 @@ class CostHealthMiddleware:
 
     # -- health ------------------------------------------------------------------------------
 
-    def _bad(self, request: Request, reason: str, retry_after: float | None) -> None:
-        domain = urlparse_cached(request).hostname or ""
-        now = self.clock.time()
-        state, _ = self.costs.observe_health(domain, ok=False, now=now)
+    def _backoff(self, domain: str, state: DomainHealth, reason: str, retry_after: float | None) -> None:
+        """Hold ``domain`` back after a bad outcome (its ``state.streak``-th in a row)."""
         self.stats.inc_value(HEALTH + "bad")
         self.stats.inc_value(HEALTH + f"bad/{reason}")
         delay = backoff_seconds(state.streak, retry_after, self.backoff_base, self.backoff_max)
-        until = now + delay
+        until = self.clock.time() + delay
         if self.hold is not None:
             self.hold(domain, until)
         self.costs.note_hold(domain, until)
@@ -267,11 +276,3 @@ class CostHealthMiddleware:
         elif self.debug:
             logger.debug("Backing off %s for %.1f s (%s, %d in a row)", domain, delay, reason,
                          state.streak)
-
-    def _good(self, request: Request) -> None:
-        domain = urlparse_cached(request).hostname or ""
-        _, previous = self.costs.observe_health(domain, ok=True, now=self.clock.time())
-        if previous:
-            self.stats.inc_value(HEALTH + "recovered")
-            if self.debug:
-                logger.debug("%s answers again after %d bad outcomes", domain, previous)

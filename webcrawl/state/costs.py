@@ -135,15 +135,25 @@ class CostStore:
     # -- page types --------------------------------------------------------------------------
 
     def record(self, page_type: str | None, outcome: str, wire_bytes: float, billed: float,
-               page_url: str | None = None) -> None:
+               page_url: str | None = None, client: Any = None) -> None:
         """One attempt: ``outcome`` "full", "not_modified" or "failed", its bytes on the wire and
-        its cost in the site's unit; added to the page's history too when it has one."""
+        its cost in the site's unit; added to the page's history too when it has one.
+        ``client``: a pipeline to queue the update on (its result is then the pipeline's)."""
         if outcome not in OUTCOMES:
             raise ValueError(f"outcome={outcome!r}: expected one of {OUTCOMES}")
         page_key = self.keys.page(page_url) if page_url else self.keys.prefix + "page:"
         self._record(keys=[self.keys.costs(page_type), page_key],
-                     args=[self.alpha, outcome, repr(float(wire_bytes)), repr(float(billed))])
+                     args=[self.alpha, outcome, repr(float(wire_bytes)), repr(float(billed))],
+                     client=client)
         self._profiles.pop(page_type, None)
+
+    def attempt(self, page_type: str | None, outcome: str, wire_bytes: float, billed: float,
+                page_url: str | None, *, domain: str, ok: bool, now: float) -> tuple[DomainHealth, int]:
+        """:meth:`record` and :meth:`observe_health` in one round trip."""
+        pipe = self.client.pipeline(transaction=False)
+        self.record(page_type, outcome, wire_bytes, billed, page_url, client=pipe)
+        self._observe(domain, ok, now, pipe)
+        return self._health_reply(domain, pipe.execute()[-1])
 
     def means(self, page_type: str | None) -> dict[str, float]:
         """``{"full": bytes, ..., "failure": rate, "billed": unit, "n:full": count, ...}``."""
@@ -171,11 +181,16 @@ class CostStore:
         """Record one outcome of a fetch from ``domain`` (``ok`` False for 429, 503, timeouts,
         connection errors); returns the state after it (its ``streak`` drives the backoff) and the
         streak before it (> 0 with ``ok``: the domain just recovered)."""
-        bad, weight, at, streak, previous = self._health(keys=[self.keys.health(domain)],
-                                               args=[repr(float(now)), self.half_life, "1" if ok else "0"])
-        state = DomainHealth(float(bad), float(weight), float(at), int(streak))
+        return self._health_reply(domain, self._observe(domain, ok, now, None))
+
+    def _observe(self, domain: str, ok: bool, now: float, client: Any) -> Any:
+        return self._health(keys=[self.keys.health(domain)],
+                            args=[repr(float(now)), self.half_life, "1" if ok else "0"], client=client)
+
+    def _health_reply(self, domain: str, reply: list[Any]) -> tuple[DomainHealth, int]:
+        bad, weight, at, streak, previous = reply
         self._domains.pop(domain, None)
-        return state, int(previous)
+        return DomainHealth(float(bad), float(weight), float(at), int(streak)), int(previous)
 
     def note_hold(self, domain: str, until: float) -> None:
         self.client.hset(self.keys.health(domain), "until", repr(float(until)))
