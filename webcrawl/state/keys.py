@@ -27,6 +27,7 @@ Keys that are not per crawl start with ``webcrawl:`` and are shared by every cra
 | ``{c}:cycle:seq`` | string | last cycle id |
 | ``{c}:cycles`` | zset | cycle id -> start time |
 | ``{c}:cycle:<id>`` | hash | one cycle's ledger and metrics (see :mod:`webcrawl.state.ledger`) |
+| ``{c}:page:<canonical url>`` fields ``billed``, ``failed``, ``failed_bytes`` | hash fields | added to an existing page history by the cost middleware: cost so far in the site's unit (every attempt), failed attempts and their wire bytes (:mod:`webcrawl.state.costs`) |
 | ``{c}:costs:<page type>`` | hash | measured cost averages of a page type: ``n:<kind>``, ``mean:<kind>`` for kinds ``full``, ``not_modified``, ``failed`` (wire bytes), ``failure`` (rate), ``billed`` (site unit per attempt) (:mod:`webcrawl.state.costs`) |
 | ``{c}:health:<domain>`` | hash | a domain's health: ``bad``, ``weight``, ``at`` (time-decayed bad-outcome rate), ``streak`` (bad outcomes in a row), ``until`` (last backoff hold) (:mod:`webcrawl.state.costs`) |
 | ``{c}:freshness:<id>`` | hash | estimated freshness of the copy at a cycle's close: ``<page type>`` / ``*`` -> mean, ``pages:<page type>``, ``at`` (:mod:`webcrawl.state.freshness`) |
