@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import gzip
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 from scrapy import Request
@@ -31,8 +31,8 @@ def index(*locs: str) -> bytes:
     return f'<?xml version="1.0"?><sitemapindex {NS}>{body}</sitemapindex>'.encode()
 
 
-def utc(*parts: int) -> float:
-    return datetime(*parts, tzinfo=timezone.utc).timestamp()  # type: ignore[misc]
+def utc(year: int, month: int, day: int, hour: int = 0, minute: int = 0, second: int = 0) -> float:
+    return datetime(year, month, day, hour, minute, second, tzinfo=UTC).timestamp()
 
 
 @pytest.mark.parametrize(("text", "expected"), [

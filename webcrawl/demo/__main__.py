@@ -143,8 +143,8 @@ def _family(stats: dict[str, Any], prefix: str) -> dict[str, int]:
 def _table(headers: list[str], rows: list[list[object]]) -> str:
     cells = [headers] + [[str(c) for c in row] for row in rows]
     widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
-    lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths)))
-             for row in cells]
+    lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w)
+                       for i, (c, w) in enumerate(zip(row, widths, strict=True))) for row in cells]
     return "\n".join(lines)
 
 
@@ -167,37 +167,44 @@ def page_type_rows(stats: dict[str, Any]) -> tuple[list[str], list[list[object]]
         row: list[object] = ["(no type)" if page_type == "none" else page_type, pages[page_type], records]
         if with_verdicts:
             row += [verdicts[page_type].get(c, 0) for c in ("new", "changed", "unchanged")]
-        rows.append(row + [listing.get(page_type, 0)])
+        rows.append([*row, listing.get(page_type, 0)])
     return headers, rows
 
 
-def summary(run: CrawlRun, paths: Paths) -> str:
-    """What the crawl fetched: totals, a table by page type, refusals, filters, odd pages, files."""
-    s = run.stats
-    statuses = ", ".join(f"{code}: {n}" for code, n in sorted(_family(s, "downloader/response_status_count/").items()))
-    lines = [f"crawl finished ({s.get('finish_reason', 'no stats: see the log')}) in {run.seconds:.1f} s: "
-             f"{s.get('downloader/request_count', 0)} requests, responses {statuses or 'none'}", ""]
-    headers, rows = page_type_rows(s)
-    lines += [_table(headers, rows) if rows else
-              "no pages parsed: every URL is known to the crawl state (--fresh starts over)", ""]
+def _facts(s: dict[str, Any]) -> list[tuple[str, str]]:
+    """The crawl's refusals, sitemaps, link filters and odd pages, one line each."""
     filtered = _family(s, "webcrawl/parse/links/filtered/")
     filtered.update({"trap/" + k: v for k, v in _family(s, "webcrawl/parse/links/filtered/trap/").items()})
     odd = {k: v for k, v in _family(s, "webcrawl/parse/pages/").items() if k != "html"}
     for key in ("truncated", "encoding/broken"):
         if s.get("webcrawl/parse/" + key):
             odd[key] = s["webcrawl/parse/" + key]
-    facts = [
-        ("robots.txt", f"{s.get('robotstxt/response_count', 0)} fetched, "
-                       f"{s.get('robotstxt/forbidden', 0)} requests refused"),
-        ("sitemaps", f"{s.get('webcrawl/sitemap/urlset', 0)} read, {s.get('webcrawl/sitemap/urls', 0)} URLs, "
-                     f"{s.get('webcrawl/sitemap/lastmod', 0)} with lastmod"),
-        ("links kept", f"{s.get('webcrawl/parse/links/kept', 0)} of {s.get('webcrawl/parse/links/found', 0)} found; "
-                       f"{s.get('webcrawl/spider/requests/discovery', 0)} discovery requests"),
-        ("links filtered", ", ".join(f"{k} {v}" for k, v in sorted(filtered.items(), key=lambda kv: -kv[1]))
-         or "none"),
+    get = lambda key: s.get(key, 0)  # noqa: E731
+    by_count = sorted(filtered.items(), key=lambda kv: -kv[1])
+    return [
+        ("robots.txt", f"{get('robotstxt/response_count')} fetched, "
+                       f"{get('robotstxt/forbidden')} requests refused"),
+        ("sitemaps", f"{get('webcrawl/sitemap/urlset')} read, {get('webcrawl/sitemap/urls')} URLs, "
+                     f"{get('webcrawl/sitemap/lastmod')} with lastmod"),
+        ("links kept", f"{get('webcrawl/parse/links/kept')} of {get('webcrawl/parse/links/found')} "
+                       f"found; {get('webcrawl/spider/requests/discovery')} discovery requests"),
+        ("links filtered", ", ".join(f"{k} {v}" for k, v in by_count) or "none"),
         ("odd pages", ", ".join(f"{k} {v}" for k, v in sorted(odd.items())) or "none"),
-        ("refused (SSRF)", str(s.get("ssrf/refused", 0))),
+        ("refused (SSRF)", str(get("ssrf/refused"))),
     ]
+
+
+def summary(run: CrawlRun, paths: Paths) -> str:
+    """What the crawl fetched: totals, a table by page type, refusals, filters, odd pages, files."""
+    s = run.stats
+    codes = sorted(_family(s, "downloader/response_status_count/").items())
+    statuses = ", ".join(f"{code}: {n}" for code, n in codes)
+    lines = [f"crawl finished ({s.get('finish_reason', 'no stats: see the log')}) in {run.seconds:.1f} s: "
+             f"{s.get('downloader/request_count', 0)} requests, responses {statuses or 'none'}", ""]
+    headers, rows = page_type_rows(s)
+    lines += [_table(headers, rows) if rows else
+              "no pages parsed: every URL is known to the crawl state (--fresh starts over)", ""]
+    facts = _facts(s)
     width = max(len(name) for name, _ in facts)
     lines += [f"{name.ljust(width)}  {text}" for name, text in facts] + [""]
     changes = sum(1 for _ in paths.changes.open()) if paths.changes.exists() else 0

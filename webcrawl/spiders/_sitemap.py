@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime, timezone
 from typing import Literal
 
 from lxml import etree
@@ -67,10 +67,10 @@ def parse_lastmod(text: str | None) -> float | None:
         return None
     g = match.groupdict()
     try:
-        zone = timezone.utc
+        zone = UTC
         if g["tz"] and g["tz"] != "Z":
             offset = datetime.strptime(g["tz"].replace(":", ""), "%z").utcoffset()
-            zone = timezone(offset) if offset is not None else timezone.utc
+            zone = timezone(offset) if offset is not None else UTC
         moment = datetime(
             int(g["y"]), int(g["m"] or 1), int(g["d"] or 1), int(g["H"] or 0), int(g["M"] or 0),
             int(g["S"] or 0), int((g["f"] or "0")[:6].ljust(6, "0")), tzinfo=zone,

@@ -81,7 +81,7 @@ class SiteSpider(scrapy.Spider):
     #: Scrapy starts CONCURRENT_ITEMS asyncio tasks for every response's output (100 by default:
     #: about a tenth of a page's CPU time here). This spider yields a few items a page, and the
     #: pipelines are synchronous, so a handful of workers lose nothing.
-    custom_settings: ClassVar[dict[str, Any] | None] = {"CONCURRENT_ITEMS": 8}
+    custom_settings = {"CONCURRENT_ITEMS": 8}  # noqa: RUF012 (Scrapy declares it an instance attribute)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
