@@ -43,7 +43,7 @@ def columns(n: int, rng: np.random.Generator) -> tuple[PageColumns, np.ndarray]:
     r["last_fetched"], r["type"], r["visits"], r["changes"] = 1e6, 1, 48, changed
     r["seconds"], r["unchanged_seconds"] = 48 * HOUR, (48 - changed) * HOUR
     r["slot_counts"][:, 0], r["slot_seconds"][:, 0] = changed, changed * HOUR
-    r["fetches"], r["billed"] = 49, 49.0
+    r["fetches"], r["billed"] = 49, 48.0  # billed from the second observation on
     data = effective_data(PageColumns(np.arange(n), r, {"product": 1}).history_table())
     r["events"], r["exposure"] = data.events, data.exposure
     return PageColumns(np.arange(n, dtype=np.int64), r, {"product": 1}), rates

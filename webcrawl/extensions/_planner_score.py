@@ -62,8 +62,9 @@ def estimate(columns: PageColumns, prior: GammaPrior) -> tuple[NDArray[np.float6
 
 
 def costs(columns: PageColumns, scoring: Scoring) -> NDArray[np.float64]:
-    """Expected cost of a visit to each page: its own measured mean (billed / observations), else
-    its page type's, else ``default_cost``."""
+    """Expected cost of a visit to each page: its own measured mean, else its page type's, else
+    ``default_cost``. The cost middleware adds to a page's ``billed`` only once its history exists,
+    i.e. from its second observation on: the mean is ``billed / (fetches - 1)``."""
     r = columns.records
     by_id = {tid: scoring.type_costs[name] for name, tid in columns.types.items() if name in scoring.type_costs}
     ngroups = max([*columns.types.values(), 0]) + 1
@@ -71,8 +72,8 @@ def costs(columns: PageColumns, scoring: Scoring) -> NDArray[np.float64]:
     for tid, cost in by_id.items():
         if cost > 0:
             fallback[tid] = cost
-    measured = (r["fetches"] > 0) & (r["billed"] > 0)
-    own = np.where(measured, r["billed"] / np.maximum(r["fetches"], 1), 0.0)
+    measured = (r["fetches"] > 1) & (r["billed"] > 0)
+    own = np.where(measured, r["billed"] / np.maximum(r["fetches"] - 1, 1), 0.0)
     return np.maximum(np.where(measured, own, fallback[r["type"].astype(np.intp)]), 1e-9)
 
 
