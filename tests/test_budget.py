@@ -59,10 +59,29 @@ def test_the_first_request_of_an_origin_pays_for_its_robots_txt(redis_client: re
     clock = Clock(0.0)
     planner = make_planner(redis_client, clock, [], budget=10.0)
     cycle = planner.begin()
-    budget = BudgetMiddleware(planner.ledger, Stats(), default_cost=1.0, clock=clock, robots_cost=2.0)
+    budget = BudgetMiddleware(planner.ledger, Stats(), default_cost=1.0, clock=clock, robots_cost=2.0,
+                              robots_cached=lambda origin: origin == "http://c.test:80")
     first, second = Request("http://a.test/1"), Request("http://a.test/2")
-    other = Request("http://b.test:8080/1")
-    for r in (first, second, other):
+    other, cached = Request("http://b.test:8080/1"), Request("http://c.test/1")
+    for r in (first, second, other, cached):
         budget.process_request(r)
-    assert [r.meta["webcrawl_reserved"] for r in (first, second, other)] == [3.0, 1.0, 3.0]
-    assert planner.ledger.numbers(cycle.id)["in_flight"] == 7.0
+    assert [r.meta["webcrawl_reserved"] for r in (first, second, other, cached)] == [3.0, 1.0, 3.0, 1.0]
+    assert planner.ledger.numbers(cycle.id)["in_flight"] == 8.0
+
+
+def test_outside_the_plan_a_refusal_defers_without_closing(redis_client: redis.Redis) -> None:
+    clock = Clock(0.0)
+    planner = make_planner(redis_client, clock, [], budget=3.0)
+    cycle = planner.begin()
+    planner.ledger.set_plan(cycle.id, reserved=3.0, fields={})
+    closed: list[str] = []
+    budget = BudgetMiddleware(planner.ledger, Stats(), default_cost=1.0, clock=clock, close=closed.append,
+                              robots_cost=0.0)
+    with pytest.raises(BudgetExhausted):
+        budget.process_request(Request("http://a.test/new"))
+    assert closed == [] and planner.ledger.deferred_count() == 1
+    for k in range(3):
+        budget.process_request(Request(f"http://a.test/p{k}", meta={"webcrawl_planned": cycle.id}))
+    with pytest.raises(BudgetExhausted):
+        budget.process_request(Request("http://a.test/p3", meta={"webcrawl_planned": cycle.id}))
+    assert closed == ["cycle_budget_spent"]

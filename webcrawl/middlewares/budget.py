@@ -15,13 +15,17 @@ reservation; anything else (discovery, listing-triggered visits, sitemaps) must 
 A planned visit of an earlier cycle is dropped: the current cycle's plan scored its page again.
 robots.txt fetches are never refused (a refusal would read as "robots.txt unreachable" and
 disallow the host for a while), so they are paid for in advance: the first request of each origin
-in a cycle (per process) reserves ``robots_cost`` more than its own expected cost, and the cost
-middleware books the robots.txt fetch, unreserved, when it lands.
+in a cycle (per process) whose robots.txt answer is not in the shared cache reserves
+``robots_cost`` more than its own expected cost, and the cost middleware books the robots.txt
+fetch, unreserved, when it lands. (An answer that expires in the middle of a cycle is fetched again
+unreserved: at most one robots.txt a host a day beyond the budget.)
 
 What does not fit is not lost: it is written to ``{c}:deferred`` and pushed back into its frontier
 when the next cycle starts, then ``IgnoreRequest`` (:class:`BudgetExhausted`, logged at DEBUG)
-ends it here. In one-run-one-cycle mode the first refusal also closes the spider (reason
-``cycle_budget_spent``): what is still queued stays in the frontiers for the next run. In
+ends it here. In one-run-one-cycle mode a refusal also closes the spider (reason
+``cycle_budget_spent``) once nothing planned is left to admit: what is still queued stays in the
+frontiers for the next run. (A fetch outside the plan refused while planned visits still hold
+their reservation is deferred, and the crawl goes on with the plan.) In
 continuous mode the crawl goes on and the next cycle admits again.
 
 Place it at 50 in ``DOWNLOADER_MIDDLEWARES``: after the SSRF guard (45), before robots.txt (100),
@@ -41,8 +45,10 @@ from scrapy.exceptions import IgnoreRequest, NotConfigured
 from scrapy.utils.httpobj import urlparse_cached
 
 from webcrawl.clock import SystemClock
+from webcrawl.middlewares.robots import origin_of
 from webcrawl.requestcodec import UnserializableRequest, encode
 from webcrawl.revisit import BillingModel
+from webcrawl.robots.cache import robots_key
 from webcrawl.state.costs import cost_context
 from webcrawl.state.frontier import Entry
 
@@ -87,7 +93,8 @@ class BudgetMiddleware:
     def __init__(self, ledger: LedgerStore, stats: StatsCollector, *, default_cost: float,
                  spider: Spider | None = None, clock: Clock | None = None, continuous: bool = False,
                  close: Callable[[str], Any] | None = None, cache_seconds: float = 1.0,
-                 robots_cost: float | None = None) -> None:
+                 robots_cost: float | None = None,
+                 robots_cached: Callable[[str], bool] | None = None) -> None:
         self.ledger = ledger
         self.stats = stats
         self.default_cost = default_cost
@@ -100,6 +107,7 @@ class BudgetMiddleware:
         self._closing = False
         self.robots_cost = default_cost if robots_cost is None else robots_cost
         self._origins: tuple[int, set[str]] = (0, set())
+        self.robots_cached = robots_cached or (lambda origin: False)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
@@ -118,11 +126,13 @@ class BudgetMiddleware:
             deferred_from_coro(crawler.engine.close_spider_async(reason=reason))
 
         cost = default_cost(context.billing, settings)
+        client = context.costs.client
         robots = settings.getfloat("WEBCRAWL_BUDGET_ROBOTS_COST", cost if context.billing is not BillingModel.BANDWIDTH
                                    else min(cost, 5_000.0))
         return cls(context.ledger, crawler.stats, default_cost=cost, spider=crawler.spider,
                    continuous=settings.getbool("WEBCRAWL_CYCLE_CONTINUOUS", False), close=close,
-                   robots_cost=robots)
+                   robots_cost=robots,
+                   robots_cached=lambda origin: bool(client.exists(robots_key(origin))))
 
     def current(self) -> Cycle | None:
         at, cycle = self._cycle
@@ -145,12 +155,17 @@ class BudgetMiddleware:
             self.stats.inc_value(STATS + "superseded")
             raise BudgetExhausted(f"planned by cycle {planned}, superseded by cycle {cycle.id}")
         expected = float(meta.get("webcrawl_expected_cost") or self.default_cost)
-        origin = f"{request.url.split(':', 1)[0]}://{urlparse_cached(request).netloc}"
+        origin = origin_of(request) or "-"
         seen_cycle, origins = self._origins
         if seen_cycle != cycle.id:
             origins = set()
             self._origins = (cycle.id, origins)
-        surcharge = 0.0 if origin in origins else self.robots_cost
+        surcharge = 0.0
+        if origin not in origins and self.robots_cost and not request.meta.get("dont_obey_robotstxt"):
+            if self.robots_cached(origin):
+                origins.add(origin)
+            else:
+                surcharge = self.robots_cost
         if self.ledger.admit(cycle.id, expected + surcharge, planned=planned == cycle.id):
             origins.add(origin)
             meta[META_CYCLE], meta[META_RESERVED] = cycle.id, expected + surcharge
@@ -158,7 +173,8 @@ class BudgetMiddleware:
             return None
         self.stats.inc_value(STATS + "refused")
         self._defer(request, cycle)
-        if not self.continuous and not self._closing and self.close is not None:
+        plan_pending = planned != cycle.id and self.ledger.reserved(cycle.id) > 0
+        if not self.continuous and not self._closing and self.close is not None and not plan_pending:
             self._closing = True
             logger.info("Cycle %d has spent its budget (%.4g): closing; what is queued waits for "
                         "the next run", cycle.id, cycle.budget)

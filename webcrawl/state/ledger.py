@@ -164,6 +164,10 @@ class LedgerStore:
         """Planned visits not admitted by now will not be (the cycle is over): free their share."""
         self.client.hset(self.cycle_key(cycle_id), "reserved", 0)
 
+    def reserved(self, cycle_id: int) -> float:
+        """Expected cost of the cycle's planned visits not admitted yet."""
+        return float(self.client.hget(self.cycle_key(cycle_id), "reserved") or 0.0)
+
     def is_planned(self, cycle_id: int) -> bool:
         return self.client.hget(self.cycle_key(cycle_id), "planned") is not None
 
