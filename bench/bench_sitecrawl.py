@@ -125,7 +125,7 @@ def _command(contender: str, folder: Path, redis_url: str, round_: int) -> tuple
         env["SCRAPY_SETTINGS_MODULE"] = "webcrawl.settings"
         settings: dict[str, object] = {
             **COMMON, "WEBCRAWL_SITES_DIR": folder / "sites", "WEBCRAWL_REDIS_URL": redis_url,
-            "WEBCRAWL_CRAWL_NAME": f"bench{round_}", "WEBCRAWL_DATA_DIR": folder / "data",
+            "WEBCRAWL_CRAWL_NAME": f"bench{round_}", "WEBCRAWL_DATA_DIR": folder / f"data{round_}",
             # The site file allows loopback; passing it as a setting too installs the allowance in
             # the DNS resolver at start (the SSRF middleware adds the site's only later).
             "WEBCRAWL_ALLOWED_PRIVATE_NETWORKS": "127.0.0.0/8",
@@ -169,7 +169,7 @@ def _median(runs: list[Run], attr: str) -> float:
 def _stack(log: str) -> str:
     """The enabled downloader middlewares and item pipelines webcrawl printed at start."""
     parts = []
-    for what in ("downloader middlewares", "item pipelines"):
+    for what in ("downloader middlewares", "spider middlewares", "item pipelines"):
         block = log.split(f"Enabled {what}:\n", 1)[1].split("]", 1)[0] if f"Enabled {what}" in log else "["
         names = [n.strip(" '\n,[") for n in block.split(",") if n.strip(" '\n,[")]
         mine = [n.rsplit(".", 1)[1] for n in names if n.startswith("webcrawl.")]

@@ -70,12 +70,22 @@ def run(spider: SiteSpider, resp: Response) -> tuple[list[Request], list[Any]]:
     return [o for o in out if isinstance(o, Request)], [o for o in out if not isinstance(o, Request)]
 
 
-async def _collect(spider: SiteSpider) -> list[Request]:
-    return [r async for r in spider.start()]
+def start_requests(spider: SiteSpider) -> list[Request]:
+    """What ``start()`` yields, on a private event loop (``asyncio.run`` would unset the
+    reactor's loop for the tests after this one)."""
+
+    async def collect() -> list[Request]:
+        return [r async for r in spider.start()]
+
+    loop = asyncio.new_event_loop()
+    try:
+        return loop.run_until_complete(collect())
+    finally:
+        loop.close()
 
 
 def test_start_yields_canonical_seeds_then_sitemaps(spider: SiteSpider) -> None:
-    requests = asyncio.run(_collect(spider))
+    requests = start_requests(spider)
     assert [r.url for r in requests] == [
         "http://shop.test/", "http://shop.test/start?a=1&b=2", "http://shop.test/sitemap.xml"]
     seed, _, sitemap = requests
@@ -89,7 +99,7 @@ def test_the_base_class_has_no_name_and_refuses_to_start() -> None:
     assert getattr(SiteSpider, "name", None) is None and SiteSpider.site is None
     spider = SiteSpider(name="x")
     with pytest.raises(ValueError, match="has no site"):
-        asyncio.run(_collect(spider))
+        start_requests(spider)
 
 
 def test_product_page_links_item_and_meta(spider: SiteSpider) -> None:
