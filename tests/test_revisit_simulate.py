@@ -3,12 +3,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from webcrawl.revisit import Clock, SimClock, SystemClock, uniform_frequencies, value_weighted_freshness
+from webcrawl.revisit import Clock, ManualClock, SystemClock, uniform_frequencies, value_weighted_freshness
 from webcrawl.revisit.simulate import CHO_GM_MIX, DAY, PeriodicPolicy, Truth, run, synthetic_population
 
 
 def test_clocks() -> None:
-    clock = SimClock(100.0)
+    clock = ManualClock(100.0)
     assert isinstance(clock, Clock) and isinstance(SystemClock(), Clock)
     assert clock.advance(5) == 105.0 and clock.time() == 105.0
     with pytest.raises(ValueError):

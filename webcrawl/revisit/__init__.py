@@ -9,7 +9,7 @@ Pure functions and small classes over numpy arrays; no Scrapy, no Redis, no I/O,
 
 from __future__ import annotations
 
-from .clock import Clock, SimClock, SystemClock
+from webcrawl.clock import Clock, ManualClock, SystemClock
 from .cost import BillingModel, CostProfile, HealthTracker, RunningCost, expected_cost
 from .estimate import (
     INFORMATIVE_UNCHANGED, censored_mle, cho_garcia_molina, effective_data, estimate_rates,
@@ -32,7 +32,7 @@ from .trust import TrustTracker
 __all__ = [
     "BillingModel", "Clock", "CostProfile", "CycleLedger", "DEFAULT_TIERS", "EffectiveData", "GammaPrior",
     "GroupPriors", "HealthTracker", "HistoryTable", "INFORMATIVE_UNCHANGED", "NBINS", "Objective",
-    "PageHistory", "Plan", "PlanInput", "Purpose", "Reserves", "RunningCost", "SimClock",
+    "PageHistory", "Plan", "PlanInput", "Purpose", "Reserves", "RunningCost", "ManualClock",
     "SystemClock", "TrustTracker", "ValuePolicy", "ValueRule", "average_freshness", "censored_mle",
     "change_probability", "cho_garcia_molina", "effective_data", "estimate_rates", "events_gain",
     "expected_cost", "fit_group_priors", "freshness_gain", "gain", "interval_bin",

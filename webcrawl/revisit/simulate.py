@@ -15,7 +15,7 @@ from typing import Protocol
 import numpy as np
 from numpy.typing import NDArray
 
-from .clock import SimClock
+from webcrawl.clock import ManualClock
 
 Floats = NDArray[np.float64]
 Indices = NDArray[np.intp]
@@ -169,9 +169,9 @@ class SimResult:
 
 
 def run(policy: SimPolicy, pop: Population, rng: np.random.Generator, *, cycle_seconds: float,
-        cycles: int, warmup_cycles: int, clock: SimClock | None = None) -> SimResult:
+        cycles: int, warmup_cycles: int, clock: ManualClock | None = None) -> SimResult:
     """Drive ``policy`` for ``cycles`` cycles on a simulated clock; measure after the warm-up."""
-    clock = clock or SimClock(0.0)
+    clock = clock or ManualClock(0.0)
     t0 = clock.time()
     truth = Truth(pop, rng, t0 + warmup_cycles * cycle_seconds, t0 + cycles * cycle_seconds, t0)
     conditional = bool(getattr(policy, "conditional", False))  # does it send validators?
