@@ -367,3 +367,27 @@ def test_excluded_while_queued_is_dropped_by_pop(make: Factory, clock: ManualClo
     s.frontier.client.sadd(EXCLUDED, "gone.test")  # as another tool might, without the drop
     assert s.next_request() is None
     assert s.frontier.counts().queued == 0 and s.frontier.excluded_dropped() == 2
+
+
+def test_flush_survives_a_lost_script_cache(make: Factory, clock: ManualClock) -> None:
+    s = make()
+    s.enqueue_request(scrapy.Request("http://a.test/0"))
+    s._flush_safely()
+    s.frontier.client.script_flush()  # as after a Redis restart
+    s.enqueue_request(scrapy.Request("http://a.test/1"))
+    s._flush_safely()
+    assert [r.url for r in drain(s, clock)] == ["http://a.test/0", "http://a.test/1"]
+
+
+def test_flush_is_one_round_trip(make: Factory) -> None:
+    s = make()
+    s.enqueue_request(scrapy.Request("http://a.test/0"))
+    s._flush_safely()  # loads the script once
+    client = s.frontier.client
+    before = {k: v["calls"] for k, v in client.info("commandstats").items()}
+    for i in range(5):
+        s.enqueue_request(scrapy.Request(f"http://a.test/{i + 1}"))
+        s._flush_safely()
+    after = {k: v["calls"] for k, v in client.info("commandstats").items()}
+    assert "cmdstat_script" not in after or after["cmdstat_script"] == before.get("cmdstat_script")
+    assert after["cmdstat_evalsha"] - before.get("cmdstat_evalsha", 0) == 5

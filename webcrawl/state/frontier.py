@@ -23,10 +23,11 @@ from typing import TYPE_CHECKING
 
 from webcrawl.state.keys import EXCLUDED as EXCLUDED_KEY
 
+import redis
+
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
 
-    import redis
     from redis.commands.core import Script
 
     from webcrawl.state.keys import CrawlKeys
@@ -79,6 +80,9 @@ class Frontier:
         self.default_delay = default_delay
         self.lease_seconds = lease_seconds
         self._push = _script(client, "push")
+        # Called by SHA inside pipelines: a pipeline holding a Script object first sends a
+        # blocking SCRIPT EXISTS of its own, an extra round trip on every flush.
+        self._push_sha = ""
         self._pop = _script(client, "pop")
         self._requeue = _script(client, "requeue")
         self._hold = _script(client, "hold")
@@ -113,6 +117,16 @@ class Frontier:
         released, so a crash in between refetches the parent rather than losing the children.
         Returns each entry's status (PUSHED, FILTERED or EVICTED) and the totals.
         """
+        try:
+            return self._flush_once(entries, acks, now, finished)
+        except redis.exceptions.NoScriptError:
+            # The server lost its script cache (restart, SCRIPT FLUSH): load it and go again.
+            # Safe to repeat: the push was refused whole, and releasing leases is idempotent.
+            self._push_sha = ""
+            return self._flush_once(entries, acks, now, finished)
+
+    def _flush_once(self, entries: Sequence[Entry], acks: Iterable[str], now: float,
+                    finished: Sequence[tuple[str, float]]) -> tuple[list[int], Counts]:
         pipe = self.client.pipeline(transaction=False)
         if entries or finished:
             args: list[object] = [self.keys.prefix, now, self.cap, self.bloom.num_slices,
@@ -126,7 +140,9 @@ class Frontier:
                     args += e.offsets
             for domain, when in finished:
                 args += (domain, when)
-            self._push(args=args, client=pipe)
+            if not self._push_sha:
+                self._push_sha = self.client.script_load(self._push.script)
+            pipe.evalsha(self._push_sha, 0, *args)
         acks = list(acks)
         if acks:
             pipe.zrem(self.keys.leases, *acks)
