@@ -142,3 +142,41 @@ def test_continuous_mode_plans_again_when_the_cycle_ends(redis_client: redis.Red
     clock.now = first.ends
     planner.tick()
     assert planner.cycle is not None and planner.cycle.id == first.id + 1
+
+
+def test_trusted_sitemap_dates_override_the_model(redis_client: redis.Redis) -> None:
+    seed_pages(redis_client, 10)  # last fetched at 3 h; even pages change at every visit
+    clock, sent = Clock(5 * HOUR), []
+    planner = make_planner(redis_client, clock, sent)
+    planner.sitemaps = SitemapStore(redis_client, KEYS, mode=lambda host: "always")
+    planner.sitemaps.note({"http://shop.test/product/1": 4 * HOUR,  # a "never changing" page changed
+                           "http://shop.test/product/0": 2 * HOUR})  # a fast one did not
+    planner.begin()
+    urls = [r.url.rsplit("/", 1)[1] for r in sent]
+    assert urls[0] == "1" and "0" not in urls and len(urls) == 5
+    untrusted, other = make_planner(redis_client, clock, []), []
+    untrusted.sitemaps = SitemapStore(redis_client, KEYS)  # "learn", nothing learnt yet
+    assert untrusted.trusted_dates(untrusted.index.load()) is None
+
+
+def test_hooks_mark_pages_and_judge_sitemap_dates(redis_client: redis.Redis) -> None:
+    from scrapy.http import HtmlResponse
+
+    from webcrawl.items import PageItem
+
+    clock = Clock(2 * HOUR)
+    history, index = HistoryStore(redis_client, KEYS), PageIndex(redis_client, KEYS)
+    sitemaps = SitemapStore(redis_client, KEYS, min_agreements=1)
+    hooks = IndexHooks(index, sitemaps, history, canonical=lambda u: u, clock=clock, settle=0.0)
+    url = "http://shop.test/product/1"
+    history.observe(url, now=0.0, record_hash="a", page_type="product")
+    history.observe(url, now=HOUR, record_hash="b", page_type="product")
+    request = Request(url, meta={"webcrawl_lastmod": "1970-01-01T00:30:00Z"})
+    hooks.request_scheduled(request)
+    response = HtmlResponse(url, body=b"<html></html>", request=request)
+    item = PageItem(url, url, "shop", "product", 200, HOUR, change="changed")
+    hooks.item_done(item, response)
+    hooks.response_downloaded(response, Request("http://shop.test/robots.txt", meta={"webcrawl_purpose": "robots"}))
+    assert hooks.flush(clock.time()) == 1 and len(index.load()) == 1
+    assert sitemaps.trusted("shop.test")  # dated after the previous fetch (0 s), and it changed
+    assert sitemaps.dates([url]) == [1800.0]

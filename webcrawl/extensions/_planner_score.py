@@ -86,11 +86,15 @@ def values(columns: PageColumns, scoring: Scoring) -> NDArray[np.float64]:
 
 
 def score_and_plan(columns: PageColumns, scoring: Scoring, now: float, rng: np.random.Generator,
-                   discovery_demand: float = 0.0) -> tuple[Plan, PlanInput]:
+                   discovery_demand: float = 0.0, dated: NDArray[np.float64] | None = None,
+                   ) -> tuple[Plan, PlanInput]:
     """Plan one cycle over every indexed page. Visits are assumed to land mid-cycle.
 
     ``learned``: ``value * gain / cost`` with estimated rates; ``uniform`` (a baseline): the
     pages longest unvisited first, whatever they cost or how often they change.
+    ``dated`` (learned only): per page, a trusted sitemap ``lastmod`` (NaN where none). A page
+    dated after its last fetch has changed: its change probability is 1, it goes first. A page
+    dated before it has not: it is not revisited (re-estimation and verification may still pick it).
     """
     since = np.maximum(now + 0.5 * scoring.cycle_seconds - columns.records["last_fetched"], 0.0)
     cost = costs(columns, scoring)
@@ -100,6 +104,14 @@ def score_and_plan(columns: PageColumns, scoring: Scoring, now: float, rng: np.r
     else:
         rates, _ = estimate(columns, scoring.prior)
         pages = PlanInput(rate=rates, since=since, value=values(columns, scoring), cost=cost)
+        if dated is not None and np.isfinite(dated).any():
+            score = pages.scores(scoring.objective)
+            last = columns.records["last_fetched"]
+            changed, unchanged = dated > last, dated <= last  # NaN compares False
+            top = float(np.nanmax(np.where(np.isfinite(score), score, 0.0), initial=0.0)) + 1.0
+            # Known changes first, by value per cost; then the model's scores.
+            boosted = np.where(changed, top * (1.0 + pages.value / cost), np.where(unchanged, 0.0, score))
+            pages = PlanInput(rate=rates, since=since, value=pages.value, cost=cost, priority=boosted)
     plan = plan_cycle(pages, scoring.budget, scoring.reserves, rng=rng,
                       discovery_demand=discovery_demand, objective=scoring.objective)
     return plan, pages

@@ -19,6 +19,10 @@ plans while the others of the crawl join:
    in the ledger, so fetches outside the plan get only what the plan left;
 4. requests an earlier cycle could not afford (``{c}:deferred``) go back into their frontiers.
 
+Sitemap dates of hosts whose ``lastmod`` earned trust (:mod:`webcrawl.state.sitemaps`) override
+the model: a page dated after its last fetch is known to have changed and goes first; one dated
+before it is known not to have, and is not revisited this cycle.
+
 Spend is booked as fetches land (the cost middleware), and admitted before they start
 (:class:`webcrawl.middlewares.budget.BudgetMiddleware`): a cycle stops at its budget.
 
@@ -37,6 +41,7 @@ import logging
 import time
 import uuid
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 import numpy as np
 from scrapy import Request, signals
@@ -60,7 +65,8 @@ if TYPE_CHECKING:
     from webcrawl.clock import Clock
     from webcrawl.state.frontier import Frontier
     from webcrawl.state.ledger import Cycle, LedgerStore
-    from webcrawl.state.pages import PageIndex
+    from webcrawl.state.pages import PageColumns, PageIndex
+    from webcrawl.state.sitemaps import SitemapStore
 
 logger = logging.getLogger(__name__)
 
@@ -76,7 +82,8 @@ class CyclePlanner:
     def __init__(self, ledger: LedgerStore, index: PageIndex, frontier: Frontier, scoring: Scoring,
                  hooks: IndexHooks, stats: StatsCollector, *, crawl: Callable[[Request], Any],
                  clock: Clock | None = None, continuous: bool = False, tick_seconds: float = 1.0,
-                 lock_seconds: float = 60.0, seed: int | None = None) -> None:
+                 lock_seconds: float = 60.0, seed: int | None = None,
+                 sitemaps: SitemapStore | None = None) -> None:
         self.ledger = ledger
         self.index = index
         self.frontier = frontier
@@ -89,6 +96,7 @@ class CyclePlanner:
         self.tick_seconds = tick_seconds
         self.lock_seconds = lock_seconds
         self.rng = np.random.default_rng(seed)
+        self.sitemaps = sitemaps
         self.worker = uuid.uuid4().hex
         self.cycle: Cycle | None = None
         self._loop = create_looping_call(self.tick)
@@ -107,7 +115,7 @@ class CyclePlanner:
         planner = cls(parts.ledger, parts.index, parts.frontier, parts.scoring, parts.hooks,
                       crawler.stats, crawl=crawl, continuous=parts.continuous,
                       tick_seconds=parts.tick_seconds, lock_seconds=parts.lock_seconds,
-                      seed=parts.seed)
+                      seed=parts.seed, sitemaps=parts.hooks.sitemaps)
         crawler.signals.connect(planner.spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(planner.spider_closed, signal=signals.spider_closed)
         parts.hooks.connect(crawler.signals)
@@ -177,7 +185,8 @@ class CyclePlanner:
         columns = self.index.load()
         waiting = self.frontier.counts().queued + self.ledger.deferred_count()
         plan, pages = score_and_plan(columns, self.scoring, now, self.rng,
-                                     discovery_demand=waiting * self.scoring.default_cost)
+                                     discovery_demand=waiting * self.scoring.default_cost,
+                                     dated=self.trusted_dates(columns))
         seconds = time.perf_counter() - started
         rows = plan.indices()
         urls = self.index.urls(columns.ids[rows])
@@ -209,6 +218,23 @@ class CyclePlanner:
                     seconds, enqueued, ", ".join(f"{p} {n}" for p, n in counts.items() if n),
                     plan.total, cycle.budget, redelivered)
         return plan
+
+    def trusted_dates(self, columns: PageColumns) -> np.ndarray | None:
+        """Per page, its sitemap ``lastmod`` where its host's dates are trusted (NaN elsewhere)."""
+        dates = self.sitemaps.all_dates() if self.sitemaps is not None else {}
+        if not dates:
+            return None
+        hosts = {url: urlsplit(url).hostname or "" for url in dates}
+        trusted = self.sitemaps.trusted_hosts(set(hosts.values())) if self.sitemaps is not None else set()
+        urls = [u for u in dates if hosts[u] in trusted]
+        if not urls:
+            return None
+        out = np.full(len(columns), np.nan)
+        row_of = {int(i): r for r, i in enumerate(columns.ids)}
+        for url, page_id in zip(urls, self.index.ids(urls)):
+            if page_id is not None and page_id in row_of:
+                out[row_of[page_id]] = dates[url]
+        return out
 
     def _request(self, url: str, purpose: str, page_type: str | None, cost: float, score: float,
                  cycle_id: int) -> Request:

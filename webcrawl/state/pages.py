@@ -236,6 +236,13 @@ class PageIndex:
         raw = self.client.hmget(self.prefix + "urls", [int(i) for i in ids])
         return [u.decode() if u is not None else None for u in raw]
 
+    def ids(self, urls: Sequence[str]) -> list[int | None]:
+        """The index rows of canonical ``urls`` (``None`` for pages not indexed)."""
+        if not urls:
+            return []
+        raw = self.client.hmget(self.prefix + "ids", list(urls))
+        return [int(i) if i is not None else None for i in raw]
+
     def rebuild(self, now: float, batch: int = 1000) -> int:
         """Mark every page history of the crawl for :meth:`sync`; returns how many."""
         marked = 0
