@@ -134,14 +134,14 @@ class ListingPipeline:
         seen = self._listings.get(item.url)
         if seen is not None and seen[0] == item.fetch_time:
             self._listings[item.url] = (seen[0], seen[1] + 1, seen[2])
-            self.client.hset(self.keys.prefix + "listing:items", item.url, seen[1] + 1)
+            self.client.hset(self.keys.listing_items, item.url, seen[1] + 1)
             return seen[2]
         billed, fetches = self.client.hmget(self.keys.page(self.canonical(item.url) or item.url), "billed", "fetches")
-        count = self.client.hget(self.keys.prefix + "listing:items", item.url)
+        count = self.client.hget(self.keys.listing_items, item.url)
         per_fetch = float(billed or 0) / max(int(fetches or 0), 1)
         share = per_fetch / max(int(count or 0) or self.default_items, 1)
         self._listings[item.url] = (item.fetch_time, 1, share)
-        self.client.hset(self.keys.prefix + "listing:items", item.url, 1)
+        self.client.hset(self.keys.listing_items, item.url, 1)
         return share
 
     def _schedule(self, item: ListingItem) -> None:

@@ -39,7 +39,8 @@ Keys that are not per crawl start with ``webcrawl:`` and are shared by every cra
 | ``{c}:pages:rec:<n>`` | string | fixed-size records of known pages ``n * 65536`` onwards (statistics the planner scores) |
 | ``{c}:pages:types`` | hash | page type -> small id used in the records |
 | ``{c}:pages:dirty`` | zset | canonical URL -> time its history changed, until its record is rewritten |
-| ``{c}:listing:summaries`` | hash | listed item's canonical URL -> hash of its summary as last listed (:mod:`webcrawl.pipelines.listing`) |
+| ``{c}:listing:summaries`` | hash | listed item's canonical URL -> ``<summary hash> <time it last changed> <time listed>`` (:mod:`webcrawl.pipelines.listing`) |
+| ``{c}:listing:items`` | hash | listing page URL -> items it listed at its latest fetch (its cost is shared among them) |
 | ``{c}:trust:sitemaps`` | hash | host -> JSON of its sitemap ``lastmod`` trust (:mod:`webcrawl.state.sitemaps`) |
 | ``{c}:sitemap:lastmod`` | hash | canonical URL -> latest ``lastmod`` a sitemap gave it (seconds) |
 | ``webcrawl:robots:<scheme://host:port>`` | hash | a parsed robots.txt answer, with expiry |
@@ -173,3 +174,7 @@ class CrawlKeys:
     @property
     def sitemap_lastmod(self) -> str:
         return self.prefix + "sitemap:lastmod"
+
+    @property
+    def listing_items(self) -> str:
+        return self.prefix + "listing:items"
