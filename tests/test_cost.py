@@ -5,6 +5,7 @@ recovery. Real redis-server, real HTTP servers on 127.0.0.x, real crawls in subp
 from __future__ import annotations
 
 import http.client
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -13,6 +14,12 @@ from pathlib import Path
 import pytest
 import redis
 from scrapy import Request
+from scrapy.exceptions import (
+    DownloadConnectionRefusedError,
+    DownloadTimeoutError,
+    IgnoreRequest,
+    ResponseDataLossError,
+)
 from scrapy.http import Response
 from scrapy.http.headers import Headers
 from scrapy.statscollectors import MemoryStatsCollector
@@ -117,9 +124,13 @@ def test_running_averages_and_health_follow_the_model(redis_client: redis.Redis)
     assert store.multiplier("never-seen.test", 0.0) == 1.0
 
 
+@pytest.mark.parametrize(("cut", "refused"), [
+    (ResponseDataLossError(), DownloadConnectionRefusedError()),  # what Scrapy's handlers raise
+    (net.ConnectionLost(), net.ConnectionRefusedError()),  # Twisted's own
+])
 @pytest.mark.parametrize("billing", list(BillingModel))
 def test_each_attempt_costs_its_billing_unit(shop: MultiHostServer, redis_client: redis.Redis,
-                                             billing: BillingModel) -> None:
+                                             billing: BillingModel, cut: Exception, refused: Exception) -> None:
     clock = ManualClock()
     mw = middleware(redis_client, billing, clock)
     ledger = LedgerStore(redis_client, KEYS)
@@ -131,9 +142,11 @@ def test_each_attempt_costs_its_billing_unit(shop: MultiHostServer, redis_client
     logged = shop.log()[-1].bytes
     mw.process_response(request, response)
     # A failed transfer: the connection was cut after the request went out.
-    mw.process_exception(request, net.ConnectionLost())
+    mw.process_exception(request, cut)
     # No connection at all: nothing on the wire.
-    mw.process_exception(request, net.ConnectionRefusedError())
+    mw.process_exception(request, refused)
+    # Not a network error (a middleware refused the request): not an attempt.
+    mw.process_exception(request, IgnoreRequest())
     sent = len(request_httprepr(request))
     expected = {
         BillingModel.BANDWIDTH: [sent + logged, sent, 0],
@@ -197,7 +210,7 @@ def test_429_holds_the_domain_for_every_process_and_health_recovers(
     assert out == ["0", "1"]
     # More bad outcomes without Retry-After: exponential backoff.
     clock.advance(3)
-    mw.process_exception(request, net.TimeoutError())
+    mw.process_exception(request, DownloadTimeoutError())
     assert float(redis_client.hget(KEYS.next, host) or 0) == clock.time() + 2.0  # 1 x 2 ** (2 - 1)
     # A good answer ends the streak; the multiplier decays back to 1.
     clock.advance(3)
@@ -223,8 +236,12 @@ def test_a_real_crawl_waits_out_retry_after(redis_url: str, tmp_path: Path) -> N
             "WEBCRAWL_CRAWL_NAME": "throttled", "WEBCRAWL_ALLOWED_PRIVATE_NETWORKS": "127.0.0.0/8",
             "DOWNLOADER_MIDDLEWARES": '{"webcrawl.middlewares.cost.CostHealthMiddleware": 660}',
             "WEBCRAWL_COST_BILLING": "requests", "CLOSESPIDER_PAGECOUNT": 8, "LOG_LEVEL": "INFO",
+            "WEBCRAWL_BACKOFF_BASE_SECONDS": 0.5,
         }
-        process = start_crawl("follow", settings, tmp_path, {"seeds": site.base_url(0) + "/"})
+        with socket.socket() as probe:  # a port nobody listens on: connections are refused
+            probe.bind(("127.0.0.9", 0))
+            closed = f"http://127.0.0.9:{probe.getsockname()[1]}/"
+        process = start_crawl("follow", settings, tmp_path, {"seeds": site.base_url(0) + "/," + closed})
         assert finish(process, 90) == 0
         log = [e for e in site.read_log() if e.host == site.hosts[0] and e.path != "/robots.txt"]
     stats = stats_of((tmp_path / "crawl.log").read_text())
@@ -236,6 +253,8 @@ def test_a_real_crawl_waits_out_retry_after(redis_url: str, tmp_path: Path) -> N
             assert gap >= 1.0 - 0.05, f"a request {gap:.2f} s after a 429 with Retry-After: 1"
     assert stats["webcrawl/health/backoff/retry_after"] == len(throttled)
     assert stats["webcrawl/cost/total"] == stats["webcrawl/cost/attempts"]
+    # The refused host: every attempt (Scrapy retries twice) a bad outcome, each one held longer.
+    assert stats["webcrawl/health/bad/connection"] == 3
 
 
 def test_verdicts_and_304s_are_counted_in_the_cycle(shop: MultiHostServer, redis_client: redis.Redis) -> None:

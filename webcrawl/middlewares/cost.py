@@ -49,7 +49,14 @@ from email.utils import parsedate_to_datetime
 from typing import TYPE_CHECKING, Any
 
 from scrapy import signals
-from scrapy.exceptions import NotConfigured
+from scrapy.exceptions import (
+    CannotResolveHostError,
+    DownloadConnectionRefusedError,
+    DownloadFailedError,
+    DownloadTimeoutError,
+    NotConfigured,
+    ResponseDataLossError,
+)
 from scrapy.utils.httpobj import urlparse_cached
 from scrapy.utils.request import request_httprepr
 from twisted.internet import error as net
@@ -85,12 +92,14 @@ HEALTH = "webcrawl/health/"
 META_RESERVED = "webcrawl_reserved"
 META_CYCLE = "webcrawl_cycle"
 META_VALIDATORS = "webcrawl_validators_for"  # set by the conditional middleware
-#: Errors before any byte was sent: nothing on the wire.
-NO_CONNECTION = (net.ConnectionRefusedError, net.DNSLookupError, net.TCPTimedOutError,
-                 net.NoRouteError, net.UnknownHostError)
-TIMEOUTS = (net.TimeoutError, DeferTimeoutError, TimeoutError, net.TCPTimedOutError)
-NETWORK_ERRORS = (*TIMEOUTS, *NO_CONNECTION, net.ConnectError, net.ConnectionLost,
-                  net.ConnectionDone, ResponseFailed, ConnectionError)
+#: Errors before any byte was sent: nothing on the wire. (Scrapy 2.13+ wraps Twisted's errors in its
+#: own exceptions; both kinds are listed, for download handlers that do not.)
+NO_CONNECTION = (CannotResolveHostError, DownloadConnectionRefusedError, net.ConnectionRefusedError,
+                 net.DNSLookupError, net.TCPTimedOutError, net.NoRouteError, net.UnknownHostError)
+TIMEOUTS = (DownloadTimeoutError, net.TimeoutError, DeferTimeoutError, TimeoutError, net.TCPTimedOutError)
+NETWORK_ERRORS = (*TIMEOUTS, *NO_CONNECTION, DownloadFailedError, ResponseDataLossError,
+                  net.ConnectError, net.ConnectionLost, net.ConnectionDone, ResponseFailed,
+                  ConnectionError)
 _CYCLE_CACHE_SECONDS = 1.0
 
 
