@@ -75,6 +75,7 @@ def test_a_crawl_logs_progress_every_interval(redis_url: str, redis_client: redi
             "WEBCRAWL_CRAWL_NAME": "progressed", "WEBCRAWL_ALLOWED_PRIVATE_NETWORKS": "127.0.0.0/8",
             "DOWNLOADER_MIDDLEWARES": '{"webcrawl.middlewares.cost.CostHealthMiddleware": 660}',
             "EXTENSIONS": '{"webcrawl.extensions.progress.ProgressLog": 500}',
+            "SPIDER_MIDDLEWARES": '{"webcrawl.middlewares.priority.PriorityMiddleware": 40}',
             "WEBCRAWL_PROGRESS_INTERVAL_SECONDS": 0.3, "LOG_LEVEL": "INFO",
         }
         process = start_crawl("follow", settings, tmp_path, {"seeds": site.base_url(0) + "/"})
@@ -85,5 +86,7 @@ def test_a_crawl_logs_progress_every_interval(redis_url: str, redis_client: redi
     spent, fetches = float(lines[-1][0]) * 1000, int(lines[-1][1])
     stats = stats_of(log)
     assert fetches == stats["webcrawl/cost/attempts"]
+    # The priority middleware scored every request the spider made (the seed and the links).
+    assert stats["webcrawl/priority/requests"] == stats["webcrawl/priority/requests/discovery"] >= 12
     assert spent == pytest.approx(stats["webcrawl/cost/total"], abs=10)
     assert read_snapshot(redis_client, CrawlKeys("progressed"), 1) is None  # no page histories: nothing to keep
