@@ -92,8 +92,6 @@ def crawl_command(port: int, paths: Paths, fresh: bool) -> list[str]:
         "WEBCRAWL_DEMO_PORT": port,
         "WEBCRAWL_DATA_DIR": paths.data_dir,
         "WEBCRAWL_RESET": fresh,
-        # The site file allows loopback; as a setting it also reaches the DNS resolver at start.
-        "WEBCRAWL_ALLOWED_PRIVATE_NETWORKS": "127.0.0.0/8",
         "FEEDS": json.dumps(feed),
         "LOG_FILE": paths.log,
         "LOG_FILE_APPEND": False,

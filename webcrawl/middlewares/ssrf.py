@@ -80,6 +80,10 @@ class SSRFGuardMiddleware:
         return self._guard
 
     def process_request(self, request: Request) -> None:
+        # First, before any connection: the resolver must know this crawl's allowance. Scrapy
+        # resolves literal addresses through it too, so returning early for them below would
+        # leave the first connections judged by an empty allowance.
+        guard = self.guard()
         parts = urlparse_cached(request)
         if parts.scheme not in SCHEMES:
             self._refuse(request, "scheme", parts.scheme)
@@ -90,7 +94,6 @@ class SSRFGuardMiddleware:
             if reason is not None:
                 self._refuse(request, reason, host)
             return
-        guard = self.guard()
         refusal = guard.recent_refusal(host) if guard is not None else None
         if refusal is not None:
             reasons = [r for r in map(self.policy.refusal, refusal.addresses) if r is not None]
