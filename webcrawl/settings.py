@@ -17,7 +17,7 @@ SCHEDULER = "webcrawl.scheduler.ReadyQueueScheduler"
 # The ready queue enforces per-host delays across processes; Scrapy's own per-slot delay would
 # add to it. Concurrency per host stays bounded by the delay.
 DOWNLOAD_DELAY = 0
-RANDOMIZE_DOWNLOAD_DELAY = False
+DOWNLOAD_DELAY_JITTER = 0
 CONCURRENT_REQUESTS = 32
 CONCURRENT_REQUESTS_PER_DOMAIN = 8
 AUTOTHROTTLE_ENABLED = False
@@ -30,6 +30,17 @@ DOWNLOADER_MIDDLEWARES = {
     "webcrawl.middlewares.robots.RobotsMiddleware": 100,
     # Above Redirect (600) and HttpCompression (590): sees final responses, adds validators last.
     "webcrawl.middlewares.conditional.ConditionalRequestMiddleware": 650,
+    # Above Retry (550), Redirect (600) and conditional (650): sees every attempt's cost.
+    "webcrawl.middlewares.cost.CostHealthMiddleware": 660,
+}
+
+# -- Cost-aware revisits (docs/revisit.md, docs/report.md) ---------------------------------------
+SPIDER_MIDDLEWARES = {
+    # Closest to the engine: scores requests after depth, URL length and referer have had theirs.
+    "webcrawl.middlewares.priority.PriorityMiddleware": 40,
+}
+EXTENSIONS = {
+    "webcrawl.extensions.progress.ProgressLog": 510,
 }
 # Host names are checked on the addresses they resolve to, at connection time (no DNS rebinding).
 TWISTED_DNS_RESOLVER = "webcrawl.net.resolver.GuardedResolver"

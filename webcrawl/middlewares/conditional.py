@@ -66,7 +66,8 @@ META_FOR = "webcrawl_validators_for"
 META_VERIFY = "webcrawl_verify_304"
 META_EXTRA = "webcrawl_wire_bytes_before"
 #: Requests that are never pages of their own (no history, no item): left alone.
-SKIP_PURPOSES = frozenset({"robots"})
+# robots.txt and sitemaps are no pages: no validators, no history, no fetch notes.
+SKIP_PURPOSES = frozenset({"robots", "sitemap"})
 STATS = "webcrawl/conditional/"
 
 
