@@ -1,7 +1,8 @@
 """The cycle planner: at the start of each cycle, the revisits the cycle's budget buys best.
 
 One ``scrapy crawl <site>`` run is one cycle. With ``WEBCRAWL_CYCLE_CONTINUOUS`` the run goes on
-and a new cycle starts every ``budget.cycle_seconds`` of the site file. Starting a cycle, under
+(an idle crawl is kept open) and a new cycle starts every ``budget.cycle_seconds`` of the site file
+(``WEBCRAWL_CYCLE_SECONDS``), planned by the tick that finds the cycle over. Starting a cycle, under
 the planning lock (``SET NX PX`` with a token, released only by its holder) so that one process
 plans while the others of the crawl join:
 
@@ -45,7 +46,7 @@ from urllib.parse import urlsplit
 
 import numpy as np
 from scrapy import Request, signals
-from scrapy.exceptions import NotConfigured
+from scrapy.exceptions import DontCloseSpider, NotConfigured
 from scrapy.utils.asyncio import create_looping_call
 
 from webcrawl.clock import SystemClock
@@ -118,6 +119,7 @@ class CyclePlanner:
                       seed=parts.seed, sitemaps=parts.hooks.sitemaps)
         crawler.signals.connect(planner.spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(planner.spider_closed, signal=signals.spider_closed)
+        crawler.signals.connect(planner.spider_idle, signal=signals.spider_idle)
         parts.hooks.connect(crawler.signals)
         return planner
 
@@ -133,6 +135,12 @@ class CyclePlanner:
         self.hooks.flush(self.clock.time(), settle=0.0)
         if self.cycle is not None:
             self.ledger.leave(self.cycle.id, self.worker)
+
+    def spider_idle(self) -> None:
+        """In continuous mode the crawl waits for its next cycle (the tick plans it) instead of
+        closing: no work is fetched here."""
+        if self.continuous:
+            raise DontCloseSpider("waiting for the next cycle")
 
     def tick(self) -> None:
         """Heartbeat, index upkeep and, in continuous mode, the next cycle when this one ends."""
