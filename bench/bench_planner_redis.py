@@ -94,14 +94,14 @@ def main() -> None:
             for name, seconds in zip(steps, (t1 - t0, t2 - t1, t3 - t2, t3 - t0)):
                 steps[name].append(seconds)
         history = HistoryStore(client, KEYS)
-        urls = [f"https://sync.example/p/{i}" for i in range(10_000)]
+        synced = [f"https://sync.example/p/{i}" for i in range(10_000)]
         for k in range(3):
-            for i, url in enumerate(urls):
+            for i, url in enumerate(synced):
                 history.observe(url, now=1.8e9 + k * 3600, record_hash=str(k * (i % 2)), page_type="product")
         t0 = time.perf_counter()
-        for start in range(0, len(urls), 1000):
-            index.write(urls[start:start + 1000])
-        sync_rate = len(urls) / (time.perf_counter() - t0)
+        for start in range(0, len(synced), 1000):
+            index.write(synced[start:start + 1000])
+        sync_rate = len(synced) / (time.perf_counter() - t0)
         client.flushall()
         server.release(client)
     rows = [[name, statistics.median(s), min(s), max(s)] for name, s in steps.items()]

@@ -7,6 +7,8 @@ import numpy as np
 import pytest
 import redis
 from scrapy import Request
+from scrapy.statscollectors import StatsCollector
+from scrapy.utils.test import get_crawler
 
 from webcrawl.extensions._planner_hooks import IndexHooks
 from webcrawl.extensions._planner_score import Scoring, costs, score_and_plan
@@ -24,14 +26,11 @@ KEYS = CrawlKeys("planner")
 HOUR = 3600.0
 
 
-class Stats(dict):  # type: ignore[type-arg]
-    """Scrapy's stats interface, enough for the components under test."""
-
-    def inc_value(self, key: str, count: float = 1) -> None:
-        self[key] = self.get(key, 0) + count
-
-    def set_value(self, key: str, value: object) -> None:
-        self[key] = value
+def Stats() -> StatsCollector:  # noqa: N802 - reads like the class it stands for
+    """A fresh stats collector, as a crawler has one."""
+    stats = get_crawler().stats
+    assert stats is not None
+    return stats
 
 
 def columns(n: int, rng: np.random.Generator) -> tuple[PageColumns, np.ndarray]:
@@ -106,7 +105,7 @@ def seed_pages(client: redis.Redis, n: int) -> None:
 
 def test_one_process_plans_the_others_join(redis_client: redis.Redis) -> None:
     seed_pages(redis_client, 10)
-    clock, sent, other = Clock(5 * HOUR), [], []
+    clock, sent, other = Clock(5 * HOUR), list[Request](), list[Request]()
     first = make_planner(redis_client, clock, sent)
     cycle = first.begin()
     assert len(sent) == 5  # no discovery waiting: its 20% share flows to revisits
@@ -134,7 +133,7 @@ def test_a_held_lock_makes_begin_wait_then_fail(redis_client: redis.Redis) -> No
 
 def test_continuous_mode_plans_again_when_the_cycle_ends(redis_client: redis.Redis) -> None:
     seed_pages(redis_client, 4)
-    clock, sent = Clock(5 * HOUR), []
+    clock, sent = Clock(5 * HOUR), list[Request]()
     planner = make_planner(redis_client, clock, sent, continuous=True)
     first = planner.begin()
     planner.tick()
@@ -146,7 +145,7 @@ def test_continuous_mode_plans_again_when_the_cycle_ends(redis_client: redis.Red
 
 def test_trusted_sitemap_dates_override_the_model(redis_client: redis.Redis) -> None:
     seed_pages(redis_client, 10)  # last fetched at 3 h; even pages change at every visit
-    clock, sent = Clock(5 * HOUR), []
+    clock, sent = Clock(5 * HOUR), list[Request]()
     planner = make_planner(redis_client, clock, sent)
     planner.sitemaps = SitemapStore(redis_client, KEYS, mode=lambda host: "always")
     planner.sitemaps.note({"http://shop.test/product/1": 4 * HOUR,  # a "never changing" page changed
@@ -154,7 +153,7 @@ def test_trusted_sitemap_dates_override_the_model(redis_client: redis.Redis) -> 
     planner.begin()
     urls = [r.url.rsplit("/", 1)[1] for r in sent]
     assert urls[0] == "1" and "0" not in urls and len(urls) == 5
-    untrusted, other = make_planner(redis_client, clock, []), []
+    untrusted = make_planner(redis_client, clock, [])
     untrusted.sitemaps = SitemapStore(redis_client, KEYS)  # "learn", nothing learnt yet
     assert untrusted.trusted_dates(untrusted.index.load()) is None
 

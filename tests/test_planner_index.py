@@ -44,7 +44,9 @@ def test_records_follow_the_histories(redis_client: redis.Redis) -> None:
     assert index.urls(columns.ids) == ["http://a.test/1", "http://a.test/2"]
     first = columns.records[0]
     assert (first["visits"], first["changes"], first["last_fetched"]) == (3, 2, 10800.0)
-    expected = effective_data(history.get("http://a.test/1").page_history())
+    stored = history.get("http://a.test/1")
+    assert stored is not None
+    expected = effective_data(stored.page_history())
     assert first["events"] == pytest.approx(expected.events[0])
     assert first["exposure"] == pytest.approx(expected.exposure[0])
     table = columns.history_table()

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -89,7 +90,7 @@ ITEM_PIPELINES = {
 
 
 @pytest.fixture
-def shops(tmp_path: Path) -> dict[str, ServerProcess]:
+def shops(tmp_path: Path) -> Iterator[dict[str, ServerProcess]]:
     origin = time.time()
     servers: dict[str, ServerProcess] = {}
     try:
@@ -141,7 +142,7 @@ def test_learned_policy_finds_more_changes_per_cost_than_uniform(
             stats = stats_of((tmp_path / f"{policy}-{cycle}.log").read_text())
             assert stats.get("log_count/ERROR", 0) == 0, f"{policy} cycle {cycle} logged errors"
             if cycle > 0:
-                changed[policy] += int(stats.get("webcrawl/records/changed", 0))
+                changed[policy] += int(str(stats.get("webcrawl/records/changed", 0)))
 
     client = redis.Redis.from_url(redis_url)
     spent: dict[str, float] = {}

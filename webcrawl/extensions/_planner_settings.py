@@ -101,6 +101,7 @@ def planner_parts(crawler: Crawler) -> PlannerParts:
         objective=Objective(site.objective), tiers={t.name: t.tier for t in site.page_types},
         default_cost=default_cost(costs.billing, settings), type_costs=type_costs, prior=prior,
         policy=policy)
+    assert crawler.spider is not None
     config = StateConfig.from_settings(settings, crawler.spider.name)
     client = redis_for(crawler, config.redis_url, config.data_dir, shutdown_embedded=config.shutdown_embedded)
     keys = CrawlKeys(config.crawl_name)

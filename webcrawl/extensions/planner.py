@@ -208,9 +208,9 @@ class CyclePlanner:
                                      float(pages.cost[row]), float(scores[row]), cycle.id))
             enqueued += 1
         counts = {p.value: 0 for p in plan.spend}
-        for purpose in plan.purposes():
-            counts[purpose.value] += 1
-        fields = {f"planned:{p}": n for p, n in counts.items()}
+        for kind in plan.purposes():
+            counts[kind.value] += 1
+        fields: dict[str, float] = {f"planned:{p}": float(n) for p, n in counts.items()}
         fields.update({f"plan:{p.value}": v for p, v in plan.spend.items()})
         fields.update({"plan_seconds": seconds, "pages": len(columns), "plan:unspent": plan.unspent})
         self.ledger.set_plan(cycle.id, reserved=plan.total - plan.spend.get(Purpose.DISCOVERY, 0.0), fields=fields)
@@ -218,8 +218,8 @@ class CyclePlanner:
         self.stats.inc_value(STATS + "cycles")
         self.stats.inc_value(STATS + "pages", len(columns))
         self.stats.inc_value(STATS + "planned", enqueued)
-        for purpose, n in counts.items():
-            self.stats.inc_value(f"{STATS}planned/{purpose}", n)
+        for name, n in counts.items():
+            self.stats.inc_value(f"{STATS}planned/{name}", n)
         self.stats.set_value(STATS + "plan_seconds", seconds)
         logger.info("Cycle %d: %d known pages scored in %.2f s; planned %d visits (%s), expected "
                     "cost %.4g of %.4g; %d deferred requests put back", cycle.id, len(columns),

@@ -71,6 +71,10 @@ return 0
 OUTCOMES = ("new", "changed", "unchanged")
 
 
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
 @dataclass(frozen=True)
 class Cycle:
     id: int
@@ -109,7 +113,7 @@ class LedgerStore:
         raw = self.client.hgetall(self.keys.prefix + "cycle")
         if not raw:
             return None
-        d = {k.decode(): v.decode() for k, v in raw.items()}
+        d = {_text(k): _text(v) for k, v in raw.items()}
         return Cycle(int(d["id"]), float(d["started"]), float(d["ends"]), float(d["budget"]))
 
     def admit(self, cycle_id: int, expected: float, *, planned: bool = False) -> bool:
@@ -146,10 +150,11 @@ class LedgerStore:
 
     def numbers(self, cycle_id: int) -> dict[str, float]:
         raw = self.client.hgetall(self.cycle_key(cycle_id))
-        return {k.decode(): float(v) for k, v in raw.items()}
+        return {_text(k): float(v) for k, v in raw.items()}
 
     def cycle_ids(self) -> list[int]:
-        return [int(i) for i in self.client.zrange(self.keys.prefix + "cycles", 0, -1)]
+        ids: list[bytes] = self.client.zrange(self.keys.prefix + "cycles", 0, -1)  # type: ignore[assignment]
+        return [int(i) for i in ids]
 
     # -- planning ------------------------------------------------------------------------------
 
@@ -209,8 +214,7 @@ class LedgerStore:
         """The oldest ``count`` deferred requests, left in place: push them back into the
         frontiers first, then :meth:`trim_deferred`, so a crash in between refetches rather than
         loses them."""
-        items = self.client.lrange(self.keys.deferred, 0, count - 1)
-        return [i.decode() if isinstance(i, bytes) else i for i in items]
+        return [_text(i) for i in self.client.lrange(self.keys.deferred, 0, count - 1)]
 
     def trim_deferred(self, count: int) -> None:
         """Forget the oldest ``count`` deferred requests (they are back in the frontiers)."""

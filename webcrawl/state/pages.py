@@ -83,6 +83,10 @@ return n
 """
 
 
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
 def compact_bins(counts: Sequence[int], seconds: Sequence[float]) -> tuple[list[int], list[float]]:
     """The :data:`SLOTS` busiest bins of a changed-interval histogram, the others merged into the
     nearest kept bin (count and seconds added, so totals are exact)."""
@@ -151,14 +155,15 @@ class PageIndex:
         done = 0
         while limit is None or done < limit:
             size = batch if limit is None else min(batch, limit - done)
-            marked = self.client.zrangebyscore(self.prefix + "dirty", "-inf", now - settle,
-                                               start=0, num=size, withscores=True)
+            marked: list[tuple[bytes, float]] = self.client.zrangebyscore(  # type: ignore[assignment]
+                self.prefix + "dirty", "-inf", now - settle, start=0, num=size, withscores=True)
             if not marked:
                 break
-            urls = [u.decode() for u, _ in marked]
+            pairs = [(_text(u), float(score)) for u, score in marked]
+            urls = [u for u, _ in pairs]
             self.write(urls)
-            args: list[object] = []
-            for url, score in zip(urls, (s for _, s in marked)):
+            args: list[str] = []
+            for url, score in pairs:
                 args += (url, repr(score))
             self._unmark(keys=[self.prefix + "dirty"], args=args)
             done += len(urls)
@@ -226,15 +231,15 @@ class PageIndex:
             chunks.append(buf)
         records = np.concatenate(chunks) if chunks else np.zeros(0, dtype=RECORD)
         ids = np.flatnonzero(records["last_fetched"] > 0)
-        types = {k.decode(): int(v) for k, v in self.client.hgetall(self.prefix + "types").items()}
+        types = {_text(k): int(v) for k, v in self.client.hgetall(self.prefix + "types").items()}
         return PageColumns(ids.astype(np.int64), records[ids], types)
 
-    def urls(self, ids: Sequence[int]) -> list[str | None]:
+    def urls(self, ids: Sequence[int] | NDArray[np.int64]) -> list[str | None]:
         """The canonical URLs of index rows ``ids``."""
         if not len(ids):
             return []
         raw = self.client.hmget(self.prefix + "urls", [int(i) for i in ids])
-        return [u.decode() if u is not None else None for u in raw]
+        return [_text(u) if u is not None else None for u in raw]
 
     def ids(self, urls: Sequence[str]) -> list[int | None]:
         """The index rows of canonical ``urls`` (``None`` for pages not indexed)."""
@@ -250,7 +255,7 @@ class PageIndex:
         start = len(self.keys.page_prefix)
         pattern = self.keys.pattern[:-1] + "page:*"  # the crawl's escaped prefix
         for key in self.client.scan_iter(match=pattern, count=batch):
-            urls.append(key.decode()[start:])
+            urls.append(_text(key)[start:])
             if len(urls) >= batch:
                 self.mark(urls, now)
                 marked += len(urls)

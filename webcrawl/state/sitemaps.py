@@ -74,7 +74,8 @@ class SitemapStore:
         return [float(v) if v is not None else None for v in raw]
 
     def all_dates(self) -> dict[str, float]:
-        return {k.decode(): float(v) for k, v in self.client.hgetall(self.keys.sitemap_lastmod).items()}
+        raw = self.client.hgetall(self.keys.sitemap_lastmod)
+        return {k.decode() if isinstance(k, bytes) else k: float(v) for k, v in raw.items()}
 
     def tracker(self, host: str) -> TrustTracker:
         raw = self.client.hget(self.keys.trust_sitemaps, host)
