@@ -85,3 +85,15 @@ def test_outside_the_plan_a_refusal_defers_without_closing(redis_client: redis.R
     with pytest.raises(BudgetExhausted):
         budget.process_request(Request("http://a.test/p3", meta={"webcrawl_planned": cycle.id}))
     assert closed == ["cycle_budget_spent"]
+
+
+def test_a_cycle_nobody_works_on_budgets_nothing(redis_client: redis.Redis) -> None:
+    clock = Clock(0.0)
+    planner = make_planner(redis_client, clock, [], budget=0.0)
+    cycle = planner.begin()
+    planner.spider_closed()  # the run is over: its cycle has no live worker
+    stats = Stats()
+    budget = BudgetMiddleware(planner.ledger, stats, default_cost=1.0, clock=clock)
+    budget.process_request(Request("http://shop.test/a"))  # a crawl without the planner
+    assert stats.get_value("webcrawl/budget/unbudgeted") == 1
+    assert planner.ledger.numbers(cycle.id)["refused"] == 0

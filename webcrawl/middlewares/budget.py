@@ -32,7 +32,8 @@ Place it at 50 in ``DOWNLOADER_MIDDLEWARES``: after the SSRF guard (45), before 
 so a request the cycle cannot afford triggers no robots.txt fetch.
 
 Stats: ``webcrawl/budget/admitted``, ``webcrawl/budget/refused``, ``webcrawl/budget/superseded``,
-``webcrawl/budget/released``, ``webcrawl/budget/unbudgeted`` (no cycle open).
+``webcrawl/budget/released``, ``webcrawl/budget/unbudgeted`` (no cycle that a live planner works
+on: the planner is off, or has not started one).
 """
 
 from __future__ import annotations
@@ -117,6 +118,8 @@ class BudgetMiddleware:
         from webcrawl.extensions._planner_settings import default_cost
 
         context = cost_context(crawler)
+        if context.site is None:
+            raise NotConfigured("budget admission needs a site-file spider (its budget)")
         assert crawler.stats is not None
 
         def close(reason: str) -> None:
@@ -135,10 +138,14 @@ class BudgetMiddleware:
                    robots_cached=lambda origin: bool(client.exists(robots_key(origin))))
 
     def current(self) -> Cycle | None:
+        """The cycle being worked on: the ledger's current one while some process's planner keeps
+        its heartbeat (a cycle left over from an earlier run budgets nothing)."""
         at, cycle = self._cycle
         now = self.clock.time()
         if now - at >= self.cache_seconds or (cycle is not None and now >= cycle.ends and self.continuous):
             cycle = self.ledger.current()
+            if cycle is not None and self.ledger.live_workers(cycle.id, now) == 0:
+                cycle = None
             self._cycle = (now, cycle)
         return cycle
 
