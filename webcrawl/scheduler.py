@@ -282,9 +282,11 @@ class ReadyQueueScheduler(BaseScheduler):
         return getattr(slot, "inprogress", frozenset())
 
     def _flush_safely(self, acks: list[str] | None = None) -> None:
+        """Flush now, releasing with it the leases of every request the engine has finished
+        with: a lease held past that point only widens what a crash would refetch."""
         self._flush_call = None
         try:
-            self._flush(acks or [])
+            self._flush([*(acks or []), *self._collect_done()])
         except redis.RedisError as exc:
             self._fail(exc)
 
