@@ -14,9 +14,7 @@ from typing import TYPE_CHECKING
 from scrapy.dupefilters import BaseDupeFilter
 from w3lib.url import canonicalize_url
 
-from webcrawl.config import StateConfig
-from webcrawl.state.connection import redis_for
-from webcrawl.state.keys import CrawlKeys
+from webcrawl.context import crawl_context
 from webcrawl.state.seen import BloomParams, SeenFilter
 
 if TYPE_CHECKING:
@@ -42,11 +40,9 @@ class BloomDupeFilter(BaseDupeFilter):
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
-        name = crawler.spider.name if crawler.spider else crawler.settings.get("BOT_NAME")
-        config = StateConfig.from_settings(crawler.settings, name)
-        client = redis_for(crawler, config.redis_url, config.data_dir,
-                           shutdown_embedded=config.shutdown_embedded)
-        seen = SeenFilter(client, CrawlKeys(config.crawl_name).seen,
+        context = crawl_context(crawler)
+        config = context.config
+        seen = SeenFilter(context.client, context.keys.seen,
                           BloomParams(config.bloom_capacity, config.bloom_error_rate))
         return cls(seen, stats=crawler.stats, cache_size=config.seen_cache_size,
                    debug=crawler.settings.getbool("DUPEFILTER_DEBUG"))

@@ -41,10 +41,10 @@ from w3lib.url import canonicalize_url
 
 from webcrawl.clock import Clock, SystemClock
 from webcrawl.config import StateConfig
+from webcrawl.context import crawl_context
 from webcrawl.requestcodec import UnserializableRequest, decode, encode
-from webcrawl.state.connection import describe, redis_for, url_for
+from webcrawl.state.connection import describe, url_for
 from webcrawl.state.frontier import EVICTED, EXCLUDED, FILTERED, Counts, Entry, Frontier
-from webcrawl.state.keys import CrawlKeys
 from webcrawl.state.seen import BloomParams
 
 if TYPE_CHECKING:
@@ -388,11 +388,9 @@ class ReadyQueueScheduler(BaseScheduler):
 
 
 def _crawl_frontier(crawler: Crawler) -> tuple[StateConfig, Frontier]:
-    assert crawler.spider is not None
-    config = StateConfig.from_settings(crawler.settings, crawler.spider.name)
-    client = redis_for(crawler, config.redis_url, config.data_dir,
-                       shutdown_embedded=config.shutdown_embedded)
-    frontier = Frontier(client, CrawlKeys(config.crawl_name),
+    context = crawl_context(crawler)
+    config = context.config
+    frontier = Frontier(context.client, context.keys,
                         BloomParams(config.bloom_capacity, config.bloom_error_rate),
                         cap=config.frontier_max_per_domain, default_delay=config.domain_delay,
                         lease_seconds=config.lease_seconds)

@@ -30,8 +30,9 @@ from typing import IO, Any
 from webcrawl.demo.generated import GeneratedSite
 from webcrawl.demo.server import LogEntry, MultiHostServer, Site, default_hosts, read_log
 from webcrawl.demo.shop import ShopSite
+from webcrawl.demo.static import StaticSite
 
-SITES: dict[str, type] = {"shop": ShopSite, "generated": GeneratedSite}
+SITES: dict[str, type] = {"shop": ShopSite, "generated": GeneratedSite, "static": StaticSite}
 _NOT_OPTIONS = {"self", "seed", "hosts", "prerender"}
 
 

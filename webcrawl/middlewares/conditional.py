@@ -39,11 +39,9 @@ from scrapy.utils.httpobj import urlparse_cached
 
 from webcrawl.change import FetchNote, FetchNotes, TrustPolicy
 from webcrawl.clock import SystemClock
-from webcrawl.config import StateConfig
+from webcrawl.context import crawl_context
 from webcrawl.parse import Canonicalizer
-from webcrawl.state.connection import redis_for
 from webcrawl.state.history import HistoryStore
-from webcrawl.state.keys import CrawlKeys
 from webcrawl.state.trust import TrustStore
 
 if TYPE_CHECKING:
@@ -106,11 +104,7 @@ def change_context(crawler: Crawler) -> ChangeContext:
     """The crawler's shared :class:`ChangeContext`, built on first use (needs ``crawler.spider``)."""
     context = _contexts.get(crawler)
     if context is None:
-        assert crawler.spider is not None
-        config = StateConfig.from_settings(crawler.settings, crawler.spider.name)
-        client = redis_for(crawler, config.redis_url, config.data_dir,
-                           shutdown_embedded=config.shutdown_embedded)
-        keys = CrawlKeys(config.crawl_name)
+        client, keys = crawl_context(crawler).client, crawl_context(crawler).keys
         cache = crawler.settings.getfloat("WEBCRAWL_CONDITIONAL_TRUST_CACHE_SECONDS", 5.0)
         context = ChangeContext(
             HistoryStore(client, keys),

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from scrapy.exceptions import IgnoreRequest, NotConfigured
@@ -31,6 +30,7 @@ from scrapy.utils.misc import load_object
 from twisted.internet.defer import CancelledError, Deferred
 
 from webcrawl.config import DEFAULTS
+from webcrawl.context import crawl_context
 from webcrawl.robots.cache import RobotsCache
 from webcrawl.robots.policy import (
     MAX_CACHE_SECONDS,
@@ -112,10 +112,7 @@ class RobotsMiddleware:
         if settings.getbool("ROBOTSTXT_OBEY"):
             raise ValueError("ROBOTSTXT_OBEY=True turns on Scrapy's RobotsTxtMiddleware next to "
                              "webcrawl's: set ROBOTSTXT_OBEY = False")
-        from webcrawl.state.connection import redis_for  # the crawl's shared client
-
-        client = redis_for(crawler, settings.get("WEBCRAWL_REDIS_URL") or None,
-                           Path(settings.get("WEBCRAWL_DATA_DIR") or ".webcrawl"))
+        client = crawl_context(crawler).client
         cache = RobotsCache(client, lru_size=settings.getint("WEBCRAWL_ROBOTS_LRU_SIZE", 1024),
                             lru_seconds=settings.getfloat("WEBCRAWL_ROBOTS_LRU_SECONDS", 300.0))
 

@@ -26,10 +26,9 @@ import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from webcrawl.config import StateConfig
+from webcrawl.context import crawl_context
 from webcrawl.parse import Canonicalizer
 from webcrawl.revisit import BillingModel, CostProfile
-from webcrawl.state.connection import redis_for
 from webcrawl.state.keys import CrawlKeys
 from webcrawl.state.ledger import LedgerStore
 
@@ -238,12 +237,9 @@ def cost_context(crawler: Crawler) -> CostContext:
     The billing model is the site's (``budget.billing``), else ``WEBCRAWL_COST_BILLING``."""
     context = _contexts.get(crawler)
     if context is None:
-        assert crawler.spider is not None
         settings = crawler.settings
-        config = StateConfig.from_settings(settings, crawler.spider.name)
-        client = redis_for(crawler, config.redis_url, config.data_dir,
-                           shutdown_embedded=config.shutdown_embedded)
-        keys = CrawlKeys(config.crawl_name)
+        shared = crawl_context(crawler)
+        client, keys = shared.client, shared.keys
         site = getattr(crawler.spider, "site", None)
         billing = site.budget.billing if site is not None else settings.get(
             "WEBCRAWL_COST_BILLING", "bandwidth")
