@@ -27,6 +27,8 @@ DOWNLOADER_MIDDLEWARES = {
     # Replaced: Scrapy's fails open on errors and never expires its cache (RFC 9309 asks both).
     "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware": None,
     "webcrawl.middlewares.ssrf.SSRFGuardMiddleware": 45,
+    # Admits each fetch against the cycle's budget (after SSRF, before robots).
+    "webcrawl.middlewares.budget.BudgetMiddleware": 50,
     "webcrawl.middlewares.robots.RobotsMiddleware": 100,
     # Above Redirect (600) and HttpCompression (590): sees final responses, adds validators last.
     "webcrawl.middlewares.conditional.ConditionalRequestMiddleware": 650,
@@ -40,6 +42,8 @@ SPIDER_MIDDLEWARES = {
     "webcrawl.middlewares.priority.PriorityMiddleware": 40,
 }
 EXTENSIONS = {
+    # Plans each cycle's revisits within the site's budget (one `scrapy crawl` run is one cycle).
+    "webcrawl.extensions.planner.CyclePlanner": 500,
     "webcrawl.extensions.progress.ProgressLog": 510,
 }
 # Host names are checked on the addresses they resolve to, at connection time (no DNS rebinding).
@@ -49,6 +53,8 @@ WEBCRAWL_ROBOTS_DELAY_SETTER = "webcrawl.scheduler.domain_delay_setter"
 # -- Change detection and storage (docs/change-detection.md, docs/store.md) ----------------------
 ITEM_PIPELINES = {
     "webcrawl.pipelines.recordhash.RecordHashPipeline": 300,
+    # Listing pages as change detectors: a changed summary schedules its item soon.
+    "webcrawl.pipelines.listing.ListingPipeline": 350,
     "webcrawl.pipelines.bodystore.BodyStorePipeline": 400,
     "webcrawl.pipelines.recordhash.DropUnchangedPipeline": 900,
 }
