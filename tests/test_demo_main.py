@@ -36,7 +36,7 @@ def row(output: str, page_type: str) -> list[int]:
 
 def test_demo_crawls_the_shop_then_resumes(tmp_path: Path) -> None:
     data = tmp_path / "data"
-    first, seconds = run_demo(tmp_path, data, "--fresh", "--port", "0", "--time-scale", "60")
+    first, seconds = run_demo(tmp_path, data, "--fresh", "--port", "0", "--cycles", "1")
     assert seconds < 120, f"the demo took {seconds:.0f} s"
     assert "crawl finished (finished)" in first, first
     pages, records, *_, listed = row(first, "product")
@@ -56,9 +56,19 @@ def test_demo_crawls_the_shop_then_resumes(tmp_path: Path) -> None:
     assert (data / "appendonly.aof").exists(), "the embedded Redis keeps its data in the data dir"
     assert not (tmp_path / ".webcrawl").exists(), "WEBCRAWL_DATA_DIR was not respected"
 
-    # Same port, same crawl state: nothing new to discover, and the run says so.
+    # Same port, same crawl state, the shop's clock going on: two budgeted revisit cycles, each
+    # within its budget, that find changed records, then the report over all cycles.
     port = re.search(r"port (\d+)", first)
     assert port, first
-    second, _ = run_demo(tmp_path, data, "--port", port.group(1))
-    assert "no pages parsed: every URL is known" in second, second
-    assert (folder / "changes.jsonl").read_text() == ""
+    second, _ = run_demo(tmp_path, data, "--port", port.group(1), "--cycles", "2",
+                         "--budget", "40")
+    cycles = re.findall(r"^cycle (\d+): (\w+) in [\d.]+ s, (\d+) requests", second, re.M)
+    assert [c[0] for c in cycles] == ["1", "2"], second
+    assert all(int(requests) <= 40 + 8 for _, _, requests in cycles), second  # + what was in flight
+    assert "no pages parsed: every URL is known" not in second
+    report = second.split("webcrawl report", 1)[1]
+    for budget, spent in re.findall(r"^\d+\s+\S+ \S+\s+([\d,]+)\s+([\d,]+)\s", report, re.M):
+        assert int(spent.replace(",", "")) <= int(budget.replace(",", "")), report
+    product = re.search(r"^product\s+(\d+)\s+(\d+)\s+(\d+)", report, re.M)
+    assert product and int(product.group(3)) > 0, f"no change found: {report}"
+    assert (folder / "report.html").read_text().startswith("<!DOCTYPE html>")

@@ -1,7 +1,11 @@
 """``python -m webcrawl.demo``: serve the bundled demo shop, crawl it with ``scrapy crawl demo``,
 print what the crawl fetched.
 
-    python -m webcrawl.demo [--fresh] [--port N] [--time-scale X]
+    python -m webcrawl.demo [--fresh] [--port N] [--cycles N] [--budget B] [--time-scale X]
+
+Several short cycles, the shop's changes sped up: the first cycle discovers the shop, the later
+ones spend ``--budget`` requests each where the revisit model expects changes; the run ends with
+``scrapy report demo`` (and its HTML page).
 
 Steps, one function each so later issues can run several cycles and add a report:
 :func:`start_shop` (the shop on 127.0.0.2-5 in a child process), :func:`run_crawl` (``scrapy crawl
@@ -25,11 +29,11 @@ import re
 import subprocess
 import sys
 import time
-from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from webcrawl.demo._summary import cycle_line, summary
 from webcrawl.demo.serve import ServerProcess, start_server_process
 from webcrawl.items import EXPORTED_FIELDS
 
@@ -64,6 +68,10 @@ class Paths:
     def requests(self) -> Path:
         return self.folder / "requests.jsonl"
 
+    @property
+    def report(self) -> Path:
+        return self.folder / "report.html"
+
 
 @dataclass(frozen=True)
 class CrawlRun:
@@ -74,14 +82,27 @@ class CrawlRun:
     stats: dict[str, Any]
 
 
-def start_shop(paths: Paths, port: int = 0, time_scale: float = 1.0) -> ServerProcess:
-    """The demo shop on 127.0.0.2-5 in a child process; its request log starts empty."""
+def start_shop(paths: Paths, port: int = 0, time_scale: float = 1.0, fresh: bool = False,
+               ) -> ServerProcess:
+    """The demo shop on 127.0.0.2-5 in a child process; its request log starts empty. Its
+    simulated clock continues from earlier runs (``shop-clock.json``) unless ``fresh``, so the
+    records a resumed crawl holds are compared with the shop's later state, not its first one."""
     paths.folder.mkdir(parents=True, exist_ok=True)
     paths.requests.unlink(missing_ok=True)
-    return start_server_process("shop", HOSTS, paths.requests, port=port, time_scale=time_scale)
+    clock = paths.folder / "shop-clock.json"
+    kept = {} if fresh or not clock.exists() else json.loads(clock.read_text())
+    if kept.get("time_scale") != time_scale:
+        kept = {}
+    options = {"clock_origin": kept["clock_origin"]} if kept else {}
+    shop = start_server_process("shop", HOSTS, paths.requests, port=port, time_scale=time_scale,
+                                **options)
+    clock.write_text(json.dumps({"clock_origin": shop.ready["clock_origin"],
+                                 "time_scale": time_scale}))
+    return shop
 
 
-def crawl_command(port: int, paths: Paths, fresh: bool) -> list[str]:
+def crawl_command(port: int, paths: Paths, fresh: bool, budget: float | None = None,
+                  ) -> list[str]:
     """The ``scrapy crawl demo`` command line of one cycle."""
     feed = {str(paths.changes): {
         "format": "jsonlines", "overwrite": True, "fields": EXPORTED_FIELDS,
@@ -97,18 +118,21 @@ def crawl_command(port: int, paths: Paths, fresh: bool) -> list[str]:
         "LOG_FILE_APPEND": False,
         "LOG_LEVEL": "INFO",
     }
+    if budget is not None:
+        settings["WEBCRAWL_BUDGET_PER_CYCLE"] = budget
     command = [sys.executable, "-m", "scrapy", "crawl", SITE]
     for key, value in settings.items():
         command += ["-s", f"{key}={value}"]
     return command
 
 
-def run_crawl(port: int, paths: Paths, fresh: bool = False, timeout: float = 600) -> CrawlRun:
+def run_crawl(port: int, paths: Paths, fresh: bool = False, timeout: float = 600,
+              budget: float | None = None) -> CrawlRun:
     """Run one crawl cycle in a child process and read its stats (saved to ``stats.json``)."""
     env = dict(os.environ)
     env.setdefault("SCRAPY_SETTINGS_MODULE", "webcrawl.settings")
     started = time.monotonic()
-    done = subprocess.run(crawl_command(port, paths, fresh), env=env, timeout=timeout,
+    done = subprocess.run(crawl_command(port, paths, fresh, budget), env=env, timeout=timeout,
                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, check=False)
     seconds = time.monotonic() - started
     stats = read_stats(paths.log)
@@ -132,83 +156,14 @@ def read_stats(log: Path) -> dict[str, Any]:
     return stats if isinstance(stats, dict) else {}
 
 
-def _family(stats: dict[str, Any], prefix: str) -> dict[str, int]:
-    """``{rest: value}`` for every stats key ``prefix + rest`` without a further ``/``."""
-    return {k[len(prefix):]: v for k, v in stats.items()
-            if k.startswith(prefix) and "/" not in k[len(prefix):]}
-
-
-def _table(headers: list[str], rows: list[list[object]]) -> str:
-    cells = [headers] + [[str(c) for c in row] for row in rows]
-    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
-    lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w)
-                       for i, (c, w) in enumerate(zip(row, widths, strict=True))) for row in cells]
-    return "\n".join(lines)
-
-
-def page_type_rows(stats: dict[str, Any]) -> tuple[list[str], list[list[object]]]:
-    """One row per page type: pages parsed, records, their verdicts (when the record-hash
-    pipeline ran), listing items."""
-    pages = _family(stats, "webcrawl/parse/page_type/")
-    verdicts: dict[str, dict[str, int]] = defaultdict(dict)
-    for change in ("new", "changed", "unchanged"):
-        for page_type, count in _family(stats, f"webcrawl/records/{change}/").items():
-            verdicts[page_type][change] = count
-    listing = _family(stats, "webcrawl/spider/items/listing/")
-    headers = ["page type", "pages", "records", "listing items"]
-    with_verdicts = any(verdicts.values())
-    if with_verdicts:
-        headers[3:3] = ["new", "changed", "unchanged"]
-    rows: list[list[object]] = []
-    for page_type in sorted(pages, key=lambda t: (t == "none", -pages[t], t)):
-        records = 0 if page_type == "none" else stats.get(f"webcrawl/spider/items/page/{page_type}", 0)
-        row: list[object] = ["(no type)" if page_type == "none" else page_type, pages[page_type], records]
-        if with_verdicts:
-            row += [verdicts[page_type].get(c, 0) for c in ("new", "changed", "unchanged")]
-        rows.append([*row, listing.get(page_type, 0)])
-    return headers, rows
-
-
-def _facts(s: dict[str, Any]) -> list[tuple[str, str]]:
-    """The crawl's refusals, sitemaps, link filters and odd pages, one line each."""
-    filtered = _family(s, "webcrawl/parse/links/filtered/")
-    filtered.update({"trap/" + k: v for k, v in _family(s, "webcrawl/parse/links/filtered/trap/").items()})
-    odd = {k: v for k, v in _family(s, "webcrawl/parse/pages/").items() if k != "html"}
-    for key in ("truncated", "encoding/broken"):
-        if s.get("webcrawl/parse/" + key):
-            odd[key] = s["webcrawl/parse/" + key]
-    get = lambda key: s.get(key, 0)  # noqa: E731
-    by_count = sorted(filtered.items(), key=lambda kv: -kv[1])
-    return [
-        ("robots.txt", f"{get('robotstxt/response_count')} fetched, "
-                       f"{get('robotstxt/forbidden')} requests refused"),
-        ("sitemaps", f"{get('webcrawl/sitemap/urlset')} read, {get('webcrawl/sitemap/urls')} URLs, "
-                     f"{get('webcrawl/sitemap/lastmod')} with lastmod"),
-        ("links kept", f"{get('webcrawl/parse/links/kept')} of {get('webcrawl/parse/links/found')} "
-                       f"found; {get('webcrawl/spider/requests/discovery')} discovery requests"),
-        ("links filtered", ", ".join(f"{k} {v}" for k, v in by_count) or "none"),
-        ("odd pages", ", ".join(f"{k} {v}" for k, v in sorted(odd.items())) or "none"),
-        ("refused (SSRF)", str(get("ssrf/refused"))),
-    ]
-
-
-def summary(run: CrawlRun, paths: Paths) -> str:
-    """What the crawl fetched: totals, a table by page type, refusals, filters, odd pages, files."""
-    s = run.stats
-    codes = sorted(_family(s, "downloader/response_status_count/").items())
-    statuses = ", ".join(f"{code}: {n}" for code, n in codes)
-    lines = [f"crawl finished ({s.get('finish_reason', 'no stats: see the log')}) in {run.seconds:.1f} s: "
-             f"{s.get('downloader/request_count', 0)} requests, responses {statuses or 'none'}", ""]
-    headers, rows = page_type_rows(s)
-    lines += [_table(headers, rows) if rows else
-              "no pages parsed: every URL is known to the crawl state (--fresh starts over)", ""]
-    facts = _facts(s)
-    width = max(len(name) for name, _ in facts)
-    lines += [f"{name.ljust(width)}  {text}" for name, text in facts] + [""]
-    changes = sum(1 for _ in paths.changes.open()) if paths.changes.exists() else 0
-    lines += [f"changes  {paths.changes}  ({changes} new or changed records)",
-              f"stats    {paths.stats}", f"log      {paths.log}", f"requests {paths.requests}"]
-    return "\n".join(lines)
+def report(paths: Paths) -> str:
+    """``scrapy report demo`` over every cycle so far; the HTML page goes to ``report.html``."""
+    env = dict(os.environ)
+    env.setdefault("SCRAPY_SETTINGS_MODULE", "webcrawl.settings")
+    command = [sys.executable, "-m", "scrapy", "report", SITE, "--html", str(paths.report),
+               "-s", f"WEBCRAWL_DATA_DIR={paths.data_dir}"]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+    return done.stdout.strip() if done.returncode == 0 else f"report failed: {done.stderr[-2000:]}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -218,17 +173,36 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=DEFAULT_PORT,
                         help=f"the shop's port (default {DEFAULT_PORT}; 0: any free one). Page "
                              "URLs include it: keep it from run to run to resume the crawl")
-    parser.add_argument("--time-scale", type=float, default=1.0,
-                        help="the shop's simulated time runs this many times faster")
+    parser.add_argument("--cycles", type=int, default=3,
+                        help="crawl cycles to run (default 3); on a new crawl the first one "
+                             "discovers the shop on the site file's budget")
+    parser.add_argument("--budget", type=float, default=60,
+                        help="requests each revisit cycle may spend (default 60)")
+    parser.add_argument("--time-scale", type=float, default=3600.0,
+                        help="the shop's simulated time runs this many times faster (default "
+                             "3600: a real second is an hour, so records change between cycles)")
     args = parser.parse_args(argv)
+    if args.cycles < 1:
+        parser.error("--cycles must be at least 1")
     paths = Paths(Path(os.environ.get("WEBCRAWL_DATA_DIR") or ".webcrawl").resolve())
-    with start_shop(paths, args.port, args.time_scale) as shop:
+    # A crawl the demo has not run yet starts with a discovery cycle on the site file's budget.
+    discover = args.fresh or not paths.stats.exists()
+    runs: list[CrawlRun] = []
+    with start_shop(paths, args.port, args.time_scale, args.fresh) as shop:
         print(f"demo shop on {', '.join(shop.hosts)} port {shop.port} "
-              f"(time scale {args.time_scale:g}); crawling it with `scrapy crawl {SITE}`, "
+              f"(time x{args.time_scale:g}); {args.cycles} cycle(s) of `scrapy crawl {SITE}`, "
               f"data in {paths.data_dir}{' (fresh)' if args.fresh else ''}", flush=True)
-        run = run_crawl(shop.port, paths, args.fresh)
-    print(summary(run, paths))
-    return 0 if run.returncode == 0 else 1
+        for cycle in range(args.cycles):
+            first = discover and cycle == 0
+            run = run_crawl(shop.port, paths, args.fresh and cycle == 0,
+                            budget=None if first else args.budget)
+            runs.append(run)
+            print(summary(run, paths) if first else cycle_line(cycle + 1, run), flush=True)
+            if run.returncode != 0:
+                return 1
+    print("\n" + report(paths))
+    print(f"\nreport page {paths.report}")
+    return 0
 
 
 if __name__ == "__main__":
