@@ -232,7 +232,7 @@ all three, so that only the scheduler differs. webcrawl: `WEBCRAWL_DOMAIN_DELAY_
 (it runs on Scrapy 2.19 with deprecation warnings only; no shim): its Scheduler + RFPDupeFilter,
 `REDIS_URL` on the same socket, `SCHEDULER_PERSIST=False` for throughput and `True` where processes
 share a crawl (otherwise the first to finish deletes the shared queue and fingerprints),
-`DOWNLOAD_DELAY=0` or d. `RANDOMIZE_DOWNLOAD_DELAY` is False (project setting) for all.
+`DOWNLOAD_DELAY=0` or d. `DOWNLOAD_DELAY_JITTER` is 0 (project setting) for all.
 Whole-process CPU and peak RSS come from `os.wait4` on each crawl process; wall time is from
 process start to exit (start-up included); redis-server CPU from /proc. The demo server runs on
 the same machine (a Python ThreadingHTTPServer, so its CPU competes with the crawler's). This is a
