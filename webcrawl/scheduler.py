@@ -98,7 +98,7 @@ class ReadyQueueScheduler(BaseScheduler):
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
-        config, frontier = _crawl_frontier(crawler)
+        config, frontier = crawl_frontier(crawler)
         assert crawler.stats is not None
         scheduler = cls(frontier, stats=crawler.stats, crawler=crawler,
                         seen_cache_size=config.seen_cache_size, reset=config.reset,
@@ -387,7 +387,9 @@ class ReadyQueueScheduler(BaseScheduler):
             deferred_from_coro(engine.close_spider_async(reason="redis_unavailable"))
 
 
-def _crawl_frontier(crawler: Crawler) -> tuple[StateConfig, Frontier]:
+def crawl_frontier(crawler: Crawler) -> tuple[StateConfig, Frontier]:
+    """The crawl's settings and its frontiers, for components besides the scheduler (planner,
+    delay and backoff setters)."""
     context = crawl_context(crawler)
     config = context.config
     frontier = Frontier(context.client, context.keys,
@@ -400,13 +402,13 @@ def _crawl_frontier(crawler: Crawler) -> tuple[StateConfig, Frontier]:
 def domain_hold_setter(crawler: Crawler) -> Callable[[str, float], bool]:
     """For backoff (429, 503, Retry-After, timeouts): ``hold(domain, until)`` keeps every process
     of the crawl from fetching ``domain`` before ``until`` (seconds since the epoch)."""
-    return _crawl_frontier(crawler)[1].hold
+    return crawl_frontier(crawler)[1].hold
 
 
 def domain_delay_setter(crawler: Crawler) -> Callable[[str, float], None]:
     """``WEBCRAWL_ROBOTS_DELAY_SETTER``: how robots.txt's Crawl-delay raises a host's delay in the
     ready queue. The delay never drops below the crawl's minimum (``WEBCRAWL_DOMAIN_DELAY_SECONDS``)."""
-    config, frontier = _crawl_frontier(crawler)
+    config, frontier = crawl_frontier(crawler)
 
     def set_delay(domain: str, seconds: float) -> None:
         frontier.set_delay(domain, max(seconds, config.domain_delay))

@@ -23,17 +23,14 @@ from typing import TYPE_CHECKING, Any
 from scrapy.exceptions import NotConfigured
 
 from webcrawl.clock import SystemClock
-from webcrawl.config import StateConfig
 from webcrawl.extensions._planner_hooks import IndexHooks
 from webcrawl.extensions._planner_score import Scoring
 from webcrawl.middlewares.conditional import change_context
 from webcrawl.revisit import BillingModel, GammaPrior, Objective, Reserves
-from webcrawl.state.connection import redis_for
+from webcrawl.scheduler import crawl_frontier
 from webcrawl.state.costs import cost_context
 from webcrawl.state.frontier import Frontier
-from webcrawl.state.keys import CrawlKeys
 from webcrawl.state.pages import PageIndex
-from webcrawl.state.seen import BloomParams
 from webcrawl.state.sitemaps import SitemapStore
 
 if TYPE_CHECKING:
@@ -101,13 +98,8 @@ def planner_parts(crawler: Crawler) -> PlannerParts:
         objective=Objective(site.objective), tiers={t.name: t.tier for t in site.page_types},
         default_cost=default_cost(costs.billing, settings), type_costs=type_costs, prior=prior,
         policy=policy)
-    assert crawler.spider is not None
-    config = StateConfig.from_settings(settings, crawler.spider.name)
-    client = redis_for(crawler, config.redis_url, config.data_dir, shutdown_embedded=config.shutdown_embedded)
-    keys = CrawlKeys(config.crawl_name)
-    frontier = Frontier(client, keys, BloomParams(config.bloom_capacity, config.bloom_error_rate),
-                        cap=config.frontier_max_per_domain, default_delay=config.domain_delay,
-                        lease_seconds=config.lease_seconds)
+    _, frontier = crawl_frontier(crawler)
+    client, keys = frontier.client, frontier.keys
     index = PageIndex(client, keys)
     sitemaps = SitemapStore(client, keys, mode=lambda host: site.trust.for_host(host).sitemaps)
     hooks = IndexHooks(index, sitemaps, change.history, canonical=change.canonicalizer.canonical,
