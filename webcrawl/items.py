@@ -24,7 +24,8 @@ class PageItem:
     """One fetched page.
 
     ``record`` holds the page type's fields as extracted (volatile ones included: they are left out
-    of the hash, not out of the output). ``fetch_time`` is seconds since the epoch.
+    of the hash, not out of the output). ``fetch_time`` is seconds since the epoch. ``lastmod``:
+    the sitemap ``<lastmod>`` the request carried (seconds since the epoch), if any; not exported.
     """
 
     url: str
@@ -38,6 +39,7 @@ class PageItem:
     change: Change | None = None
     body: bytes = field(default=b"", repr=False)
     headers: dict[str, str] = field(default_factory=dict, repr=False)
+    lastmod: float | None = None
 
 
 @dataclass

@@ -78,11 +78,18 @@ def costs(columns: PageColumns, scoring: Scoring) -> NDArray[np.float64]:
 
 
 def values(columns: PageColumns, scoring: Scoring) -> NDArray[np.float64]:
+    """Each page's value: the tier a URL rule or record field gave it at its last fetch
+    (``columns.tiers``, see :mod:`webcrawl.state.pages`), else its page type's tier."""
     ngroups = max([*columns.types.values(), 0]) + 1
     table = np.full(ngroups, TIER_VALUES[1])
     for name, tid in columns.types.items():
         table[tid] = TIER_VALUES.get(scoring.tiers.get(name, 1), 1.0)
-    return table[columns.records["type"].astype(np.intp)]
+    value = table[columns.records["type"].astype(np.intp)]
+    if columns.tiers is not None and columns.tiers.any():
+        by_tier = np.array([0.0, *(TIER_VALUES[t] for t in (1, 2, 3, 4))])
+        tiers = columns.tiers.astype(np.intp)
+        value = np.where((tiers >= 1) & (tiers <= 4), by_tier[np.clip(tiers, 0, 4)], value)
+    return value
 
 
 def score_and_plan(columns: PageColumns, scoring: Scoring, now: float, rng: np.random.Generator,

@@ -8,7 +8,11 @@ For each request (start requests and spider output):
   ``/robots.txt``, ``sitemap`` for one of the site's sitemaps, ``discovery`` otherwise.
 - ``meta["webcrawl_page_type"]``: kept when set, else the site's first matching page type (``None``
   when none matches).
-- value: the page type's tier (:data:`TIER_VALUES`), 1 without a site or page type.
+- value: the page's tier (:data:`TIER_VALUES`), 1 without a site or page type. The tier is the
+  page type's, overridden (docs/sites.md, ``value_rules`` / ``value_field``) by the tier the
+  record-hash pipeline stored in a known page's history at its last fetch (``value_tier``: its
+  record field, or a URL rule; read only for page types with a ``value_field``), else by the
+  first of the page type's URL rules matching the request's URL.
 - gain (:func:`webcrawl.revisit.gain` under the site's objective): for a page with a history, with
   its posterior change rate (its own visits shrunk toward the prior) and the time since its last
   fetch; for a new page (purpose ``discovery``, or no history) the prior's rate, and the fresh time
@@ -154,13 +158,15 @@ class PriorityMiddleware(BaseSpiderMiddleware):
             request.priority = scrapy_priority(float(meta["webcrawl_priority"]),
                                                band_for(purpose, purpose in KNOWN_PURPOSES))
             return request
-        record = None
+        record, url = None, None
         if purpose in KNOWN_PURPOSES:
             url = meta.get("webcrawl_canonical_url") or self.canonical(request.url)
             record = self.history.get(url) if url else None
             if record is not None:
                 self.stats.inc_value(STATS + "known")
-        score, cost = self.score(request, meta["webcrawl_page_type"], record)
+        score, cost = self.score(request, meta["webcrawl_page_type"], record,
+                                 stored_tier=self._stored_tier(meta["webcrawl_page_type"], url)
+                                 if record is not None else None)
         meta["webcrawl_expected_cost"] = cost
         meta["webcrawl_priority"] = score
         request.priority = scrapy_priority(score, band_for(purpose, record is not None))
@@ -171,12 +177,13 @@ class PriorityMiddleware(BaseSpiderMiddleware):
             return "robots"
         return "sitemap" if request.url in self.sitemaps else "discovery"
 
-    def score(self, request: Request, page_type: str | None, record: PageRecord | None
-              ) -> tuple[float, float]:
-        """``(value * gain / expected cost, expected cost)`` of fetching ``request`` now."""
+    def score(self, request: Request, page_type: str | None, record: PageRecord | None,
+              stored_tier: int | None = None) -> tuple[float, float]:
+        """``(value * gain / expected cost, expected cost)`` of fetching ``request`` now;
+        ``stored_tier``: the page's ``value_tier`` from its history (a record field's tier)."""
         now = self.clock.time()
         host = urlparse_cached(request).hostname or ""
-        value = self._value(page_type)
+        value = self._value(page_type, request.url, stored_tier)
         p_unchanged, validators = 0.0, False
         if record is None or record.last_fetched <= 0:
             rate = self.prior.mean
@@ -197,10 +204,31 @@ class PriorityMiddleware(BaseSpiderMiddleware):
         cost = max(cost, 1e-9)
         return value * g / cost, cost
 
-    def _value(self, page_type: str | None) -> float:
+    def _kind(self, page_type: str | None) -> Any:
         if self.site is None or page_type is None:
-            return 1.0
+            return None
         for kind in self.site.page_types:
             if kind.name == page_type:
-                return TIER_VALUES.get(kind.tier, 1.0)
-        return 1.0
+                return kind
+        return None
+
+    def _stored_tier(self, page_type: str | None, url: str | None) -> int | None:
+        """The ``value_tier`` of a known page whose type has a record ``value_field`` (one Redis
+        read, only for those types); ``None`` when none is stored."""
+        kind = self._kind(page_type)
+        if kind is None or getattr(kind, "value_field", None) is None or not url:
+            return None
+        raw = self.history.client.hget(self.history.keys.page(url), "value_tier")
+        tier = int(raw) if raw else 0
+        return tier if 1 <= tier <= 4 else None
+
+    def _value(self, page_type: str | None, url: str | None = None,
+               stored_tier: int | None = None) -> float:
+        kind = self._kind(page_type)
+        if kind is None:
+            return 1.0
+        if stored_tier is not None:
+            return TIER_VALUES.get(stored_tier, 1.0)
+        tier_for = getattr(kind, "tier_for", None)
+        tier = tier_for(url) if tier_for is not None else kind.tier
+        return TIER_VALUES.get(tier, 1.0)

@@ -8,6 +8,19 @@ validators, cost; :class:`webcrawl.state.history.HistoryStore`) and sets ``conte
 validators that the conditional middleware noted (a verified 304, a 200 to our validators) and
 updates the host's trust. It drops nothing: the body store after it must see every item.
 
+Exact change times (``change_age``, the seconds between the record's last change and this fetch,
+which the history uses only when the record changed and the age fits inside the interval since
+the previous visit): from ``Last-Modified`` against ``Date`` where the host's validators are
+trusted; else, when the item's request carried a sitemap ``lastmod`` (``PageItem.lastmod``) and
+the host's sitemap dates are trusted (:class:`webcrawl.state.sitemaps.SitemapStore`, earned as
+they agree with observed changes, or the site file's ``[trust] sitemaps``), ``fetch_time -
+lastmod`` when the date is not after the fetch. ``WEBCRAWL_RECORDHASH_EXACT_CHANGES = False``
+turns both off.
+
+Value overrides: for a page type with ``value_rules`` or a ``value_field`` (docs/sites.md), the
+tier they give the page (record field first, then URL rule; ``0`` for none) is written to the page
+history as ``value_tier``, where the priority middleware and the planner's index read it.
+
 :class:`DropUnchangedPipeline`, placed last, drops unchanged items, so feed exports
 (``scrapy crawl <site> -O changes.jsonl``) get new and changed records only. The drop is logged at
 DEBUG, never one line per page at INFO or WARNING; ``WEBCRAWL_EXPORT_UNCHANGED = True`` keeps them.
@@ -15,6 +28,7 @@ DEBUG, never one line per page at INFO or WARNING; ``WEBCRAWL_EXPORT_UNCHANGED =
 Stats: ``webcrawl/records`` and ``webcrawl/records/{new,changed,unchanged}``, each also per page
 type (``webcrawl/records/changed/{page_type}``); ``webcrawl/records/no_fetch_note`` (items whose
 response the conditional middleware did not see: cost estimated from the body);
+``webcrawl/records/lastmod_exact`` (items whose change age came from a trusted sitemap date);
 ``webcrawl/conditional/evidence`` and ``webcrawl/conditional/evidence/{confirmed,lied,ignored}``;
 ``webcrawl/conditional/trust/{learning,trusted,distrusted}`` (transitions).
 """
@@ -31,6 +45,7 @@ from scrapy.exceptions import DropItem, NotConfigured
 from webcrawl.change import Event, record_hash
 from webcrawl.items import PageItem
 from webcrawl.middlewares.conditional import ChangeContext, change_context
+from webcrawl.state.sitemaps import SitemapStore
 
 if TYPE_CHECKING:
     from typing import Self
@@ -71,15 +86,22 @@ class RecordHashPipeline:
     """Hash the record, update the page history, mark the item; see the module docstring."""
 
     def __init__(self, context: ChangeContext, stats: StatsCollector, *, site: Any = None,
-                 exact_changes: bool = True) -> None:
+                 exact_changes: bool = True, sitemaps: SitemapStore | None = None) -> None:
         self.context = context
         self.stats = stats
         self.exact_changes = exact_changes
         self.fields: dict[str, tuple[tuple[str, ...], frozenset[str]]] = {}
         self.trust_rules = getattr(site, "trust", None)
+        self.overrides: dict[str, Any] = {}
         for page_type in getattr(site, "page_types", ()):
             self.fields[page_type.name] = (tuple(f.name for f in page_type.fields),
                                            frozenset(page_type.volatile))
+            if getattr(page_type, "has_overrides", False):
+                self.overrides[page_type.name] = page_type
+        rules = self.trust_rules
+        self.sitemaps = sitemaps or SitemapStore(
+            context.history.client, context.history.keys,
+            mode=(lambda host: rules.for_host(host).sitemaps) if rules is not None else None)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
@@ -111,12 +133,18 @@ class RecordHashPipeline:
             cost, host = note.wire_bytes, note.host
         mode = self._mode(host)
         trusted = mode == "always" or (mode == "learn" and self.context.trust.get(host).state == "trusted")
+        url = item.canonical_url or item.url
         observation = self.context.history.observe(
-            item.canonical_url or item.url, now=item.fetch_time, record_hash=item.content_hash, cost=cost,
+            url, now=item.fetch_time, record_hash=item.content_hash, cost=cost,
             status=item.status, page_type=item.page_type,
             validators=(_header(item.headers, "etag"), _header(item.headers, "last-modified")),
-            change_age=change_age(item.headers) if trusted and self.exact_changes else None,
+            change_age=self._change_age(item, host, trusted),
         )
+        kind = self.overrides.get(item.page_type or "")
+        if kind is not None:
+            tier = kind.override_tier(url, item.record)
+            history = self.context.history
+            history.client.hset(history.keys.page(url), "value_tier", tier or 0)
         item.change = observation.verdict if observation.verdict != "none" else "new"
         for key in ("webcrawl/records", f"webcrawl/records/{item.change}",
                     f"webcrawl/records/{item.change}/{item.page_type}"):
@@ -124,6 +152,18 @@ class RecordHashPipeline:
         if note is not None and mode == "learn":
             self._judge(note, item.change)
         return item
+
+    def _change_age(self, item: PageItem, host: str, validators_trusted: bool) -> float | None:
+        """Seconds since the record's last change by a trusted clock (module docstring)."""
+        if not self.exact_changes:
+            return None
+        age = change_age(item.headers) if validators_trusted else None
+        lastmod = getattr(item, "lastmod", None)
+        if age is None and lastmod is not None and lastmod <= item.fetch_time \
+                and self.sitemaps.trusted(host):
+            self.stats.inc_value("webcrawl/records/lastmod_exact")
+            age = item.fetch_time - lastmod
+        return age
 
     def _judge(self, note: FetchNote, change: str) -> None:
         event: Event | None = None

@@ -27,6 +27,8 @@ from webcrawl.sites.schema import (
     Politeness,
     Reserves,
     SiteConfig,
+    TierField,
+    TierRule,
     Trust,
     TrustRule,
     host_in_domains,
@@ -38,7 +40,10 @@ ROOT_KEYS = ("name", "seeds", "allowed_domains", "sitemaps", "objective", "polit
 POLITENESS_KEYS = ("min_delay_seconds", "user_agent")
 BUDGET_KEYS = ("billing", "amount_per_cycle", "cycle_seconds", "reserve")
 RESERVE_KEYS = ("discovery", "reestimation", "verification")
-PAGE_TYPE_KEYS = ("name", "url_pattern", "tier", "fields", "volatile", "listing")
+PAGE_TYPE_KEYS = ("name", "url_pattern", "tier", "fields", "volatile", "listing", "value_rules",
+                  "value_field")
+VALUE_RULE_KEYS = ("url_pattern", "tier")
+VALUE_FIELD_KEYS = ("field", "tiers")
 FIELD_KEYS = ("css", "attr", "many")
 LISTING_KEYS = ("item", "link", "summary")
 LIMITS_KEYS = ("max_depth", "max_url_length", "parse_bytes", "max_download_bytes",
@@ -156,8 +161,30 @@ def _page_types(root: Table) -> tuple[PageType, ...]:
             fields=fields,
             volatile=frozenset(volatile),
             listing=listing,
+            value_rules=tuple(
+                TierRule(url_pattern=check.regex(r, r.at("url_pattern"),
+                                                 r.raw("url_pattern", "a Python regular expression")),
+                         tier=_tier(r, required=True))
+                for r in t.tables("value_rules", VALUE_RULE_KEYS)),
+            value_field=_value_field(t, names),
         ))
     return tuple(page_types)
+
+
+def _value_field(page_type: Table, names: set[str]) -> TierField | None:
+    """``value_field = {field = "<record field>", tiers = {"<value>" = <tier>, ...}}``."""
+    if not page_type.has("value_field"):
+        return None
+    t = page_type.table("value_field", VALUE_FIELD_KEYS)
+    name = _known(t, t.at("field"), t.raw("field", "the name of one of this page type's fields"),
+                  names=names)
+    raw = t.raw("tiers", "a table of record values and their tiers, e.g. "
+                "{ bestseller = \"critical\", \"1\" = 3 }")
+    if not isinstance(raw, dict) or not raw:
+        raise t.error(t.at("tiers"), raw, "a non-empty table of record values and their tiers")
+    tiers = t.table("tiers", None)
+    return TierField(field=name, tiers=tuple(
+        (key, _tier_value(tiers, tiers.at(f'"{key}"'), value)) for key, value in tiers.data.items()))
 
 
 def _known(t: Table, path: str, value: Any, *, names: set[str]) -> str:
@@ -166,14 +193,21 @@ def _known(t: Table, path: str, value: Any, *, names: set[str]) -> str:
     return str(value)
 
 
-def _tier(t: Table) -> int:
-    expected = "a tier 1 to 4 or one of " + ", ".join(repr(n) for n in TIER_NAMES)
-    value = t.raw("tier", expected, 2)
+_TIER_EXPECTED = "a tier 1 to 4 or one of " + ", ".join(repr(n) for n in TIER_NAMES)
+
+
+def _tier(t: Table, required: bool = False) -> int:
+    value = t.raw("tier", _TIER_EXPECTED) if required else t.raw("tier", _TIER_EXPECTED, 2)
+    return _tier_value(t, t.at("tier"), value)
+
+
+def _tier_value(t: Table, path: str, value: Any) -> int:
+    expected = _TIER_EXPECTED
     if isinstance(value, str) and value in TIER_NAMES:
         return TIER_NAMES[value]
     if isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 4:
         return value
-    raise t.error(t.at("tier"), value, expected)
+    raise t.error(path, value, expected)
 
 
 def _fields(t: Table) -> tuple[FieldRule, ...]:

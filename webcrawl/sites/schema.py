@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import ipaddress
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 __all__ = [
     "BILLING_MODELS",
@@ -29,6 +30,8 @@ __all__ = [
     "Politeness",
     "Reserves",
     "SiteConfig",
+    "TierField",
+    "TierRule",
     "Trust",
     "TrustMode",
     "TrustRule",
@@ -82,12 +85,46 @@ class ListingRule:
 
 
 @dataclass(frozen=True)
+class TierRule:
+    """Pages of the type whose URL matches ``url_pattern`` (``re.search``) have tier ``tier``."""
+
+    url_pattern: re.Pattern[str]
+    tier: int
+
+
+@dataclass(frozen=True)
+class TierField:
+    """The tier named by a field of the extracted record: its value (text, stripped; a number
+    or boolean as TOML would write it) looked up in ``tiers``. A value not listed, or a missing
+    field, leaves the tier to the URL rules and the page type."""
+
+    field: str
+    tiers: tuple[tuple[str, int], ...]
+
+    def tier_for(self, record: Mapping[str, Any] | None) -> int | None:
+        if not record:
+            return None
+        value = record.get(self.field)
+        if isinstance(value, list):  # a ``many`` field: its first value
+            value = value[0] if value else None
+        if value is None:
+            return None
+        text = ("true" if value else "false") if isinstance(value, bool) else str(value).strip()
+        for key, tier in self.tiers:
+            if key == text:
+                return tier
+        return None
+
+
+@dataclass(frozen=True)
 class PageType:
     """A kind of page, recognised by ``url_pattern`` (searched in the absolute URL).
 
-    ``tier`` is the business value, 1 (low) to 4 (critical). ``volatile`` names fields of
-    ``fields`` that are extracted but left out of the record hash, so their churn is never taken
-    for a change.
+    ``tier`` is the business value, 1 (low) to 4 (critical); ``value_field`` (a record field)
+    and ``value_rules`` (URL rules, first match wins) override it, in that order
+    (:meth:`tier_for`). ``volatile`` names fields of ``fields`` that are extracted but left out
+    of the record hash, so their churn is never taken for a change. ``value_field.field`` is one
+    of ``fields``.
     """
 
     name: str
@@ -96,9 +133,32 @@ class PageType:
     fields: tuple[FieldRule, ...] = ()
     volatile: frozenset[str] = frozenset()
     listing: ListingRule | None = None
+    value_rules: tuple[TierRule, ...] = ()
+    value_field: TierField | None = None
 
     def matches(self, url: str) -> bool:
         return self.url_pattern.search(url) is not None
+
+    @property
+    def has_overrides(self) -> bool:
+        return bool(self.value_rules) or self.value_field is not None
+
+    def override_tier(self, url: str | None, record: Mapping[str, Any] | None = None) -> int | None:
+        """The tier a record field or URL rule gives this page, or ``None`` when none applies."""
+        if self.value_field is not None:
+            tier = self.value_field.tier_for(record)
+            if tier is not None:
+                return tier
+        if url is not None:
+            for rule in self.value_rules:
+                if rule.url_pattern.search(url) is not None:
+                    return rule.tier
+        return None
+
+    def tier_for(self, url: str | None, record: Mapping[str, Any] | None = None) -> int:
+        """The page's tier: the record field's, else the first matching URL rule's, else ``tier``."""
+        tier = self.override_tier(url, record)
+        return self.tier if tier is None else tier
 
     @property
     def hashed_fields(self) -> tuple[FieldRule, ...]:

@@ -10,7 +10,8 @@ Contract (docs/spider.md):
 - ``start()`` yields the seeds (depth 0), then one request per sitemap of the site file. Sitemaps
   (indexes, gzip, ``<lastmod>``) are fetched through the crawl itself, so they pay politeness and
   robots.txt like any page; every URL they list is requested at depth 0 with its lastmod in
-  ``meta["webcrawl_lastmod"]`` (seconds since the epoch).
+  ``meta["webcrawl_lastmod"]`` (seconds since the epoch), which the page's item carries on as
+  ``PageItem.lastmod``.
 - ``parse()`` parses each body once with the site's :class:`~webcrawl.parse.PageParser` (one per
   spider instance; it truncates to ``limits.parse_bytes``), yields a request per link not yet
   requested by this process, a :class:`~webcrawl.items.PageItem` when the URL has a page type and
@@ -189,6 +190,7 @@ class SiteSpider(scrapy.Spider):
             url=response.url, canonical_url=result.url, site=self.site.name,
             page_type=result.page_type, status=response.status, fetch_time=fetch_time,
             record=result.record or {}, body=response.body, headers=kept,
+            lastmod=_lastmod(response.meta.get(META_LASTMOD)),
         )
         if result.listing and self.listing_items:
             self._inc(SPIDER + "items/listing", len(result.listing))
@@ -251,6 +253,13 @@ class SiteSpider(scrapy.Spider):
         stats = self.crawler.stats
         assert stats is not None
         stats.inc_value(key, count)
+
+
+def _lastmod(value: Any) -> float | None:
+    """The sitemap date a request carried (seconds since the epoch), ``None`` without one."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    return None
 
 
 def _host(url: str) -> str:

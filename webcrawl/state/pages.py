@@ -23,7 +23,13 @@ re-marks every page history of the crawl (after a crash between an observation a
 Keys (:mod:`webcrawl.state.keys`): ``{c}:pages:ids`` (hash url -> id), ``{c}:pages:urls`` (hash
 id -> url), ``{c}:pages:seq`` (ids given), ``{c}:pages:rec:<n>`` (string: records of ids
 ``n * SEGMENT`` ...), ``{c}:pages:types`` (hash page type -> small id, 0 for none),
-``{c}:pages:dirty`` (zset url -> time marked).
+``{c}:pages:dirty`` (zset url -> time marked), ``{c}:pages:tiers`` (hash id -> tier 1..4: the
+value override of a page whose history has a ``value_tier``, see below).
+
+Value overrides: the record-hash pipeline writes ``value_tier`` into the history of a page whose
+type has ``value_rules`` or a ``value_field`` (the tier they gave it at that fetch, ``0`` for
+none). Records keep their fixed layout: the few overridden pages sit in ``{c}:pages:tiers``
+instead, written with the record and loaded with one ``HGETALL`` into :attr:`PageColumns.tiers`.
 """
 
 from __future__ import annotations
@@ -108,6 +114,8 @@ class PageColumns:
     ids: NDArray[np.int64]
     records: NDArray[np.void]
     types: dict[str, int]
+    #: per page, the tier a URL rule or record field gave it at its last fetch (0: none)
+    tiers: NDArray[np.int8] | None = None
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -211,6 +219,13 @@ class PageIndex:
         size = RECORD.itemsize
         for page_id, row in zip(ids, out):
             pipe.setrange(self._segment(page_id // SEGMENT), (page_id % SEGMENT) * size, row.tobytes())
+        for page_id, (_, raw) in zip(ids, found):
+            if b"value_tier" in raw:
+                tier = int(raw[b"value_tier"] or 0)
+                if 1 <= tier <= 4:
+                    pipe.hset(self.prefix + "tiers", str(page_id), tier)
+                else:
+                    pipe.hdel(self.prefix + "tiers", str(page_id))
         pipe.execute()
         return len(found)
 
@@ -232,7 +247,12 @@ class PageIndex:
         records = np.concatenate(chunks) if chunks else np.zeros(0, dtype=RECORD)
         ids = np.flatnonzero(records["last_fetched"] > 0)
         types = {_text(k): int(v) for k, v in self.client.hgetall(self.prefix + "types").items()}
-        return PageColumns(ids.astype(np.int64), records[ids], types)
+        tiers = np.zeros(len(records), dtype=np.int8)
+        for key, value in self.client.hgetall(self.prefix + "tiers").items():
+            page_id = int(key)
+            if 0 <= page_id < len(tiers):
+                tiers[page_id] = int(value)
+        return PageColumns(ids.astype(np.int64), records[ids], types, tiers[ids])
 
     def urls(self, ids: Sequence[int] | NDArray[np.int64]) -> list[str | None]:
         """The canonical URLs of index rows ``ids``."""
