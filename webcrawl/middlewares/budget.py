@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Any
 from scrapy.exceptions import IgnoreRequest, NotConfigured
 from scrapy.utils.httpobj import urlparse_cached
 
+from webcrawl import meta
 from webcrawl.clock import SystemClock
 from webcrawl.middlewares.robots import origin_of
 from webcrawl.requestcodec import UnserializableRequest, encode
@@ -69,8 +70,8 @@ logger = logging.getLogger(__name__)
 __all__ = ["BudgetExhausted", "BudgetMiddleware", "deferred_entry"]
 
 STATS = "webcrawl/budget/"
-META_CYCLE = "webcrawl_cycle"
-META_RESERVED = "webcrawl_reserved"
+META_CYCLE = meta.CYCLE
+META_RESERVED = meta.RESERVED
 CLOSE_REASON = "cycle_budget_spent"
 
 

@@ -63,6 +63,7 @@ from twisted.internet import error as net
 from twisted.internet.defer import TimeoutError as DeferTimeoutError
 from twisted.web._newclient import ResponseFailed
 
+from webcrawl import meta
 from webcrawl.clock import SystemClock
 from webcrawl.items import PageItem
 from webcrawl.middlewares.conditional import wire_bytes
@@ -89,9 +90,9 @@ __all__ = ["CostHealthMiddleware", "attempt_cost", "retry_after_seconds"]
 
 STATS = "webcrawl/cost/"
 HEALTH = "webcrawl/health/"
-META_RESERVED = "webcrawl_reserved"
-META_CYCLE = "webcrawl_cycle"
-META_VALIDATORS = "webcrawl_validators_for"  # set by the conditional middleware
+META_RESERVED = meta.RESERVED
+META_CYCLE = meta.CYCLE
+META_VALIDATORS = meta.VALIDATORS_FOR
 #: Errors before any byte was sent: nothing on the wire. (Scrapy 2.13+ wraps Twisted's errors in its
 #: own exceptions; both kinds are listed, for download handlers that do not.)
 NO_CONNECTION = (CannotResolveHostError, DownloadConnectionRefusedError, net.ConnectionRefusedError,
