@@ -157,7 +157,8 @@ def sites() -> Iterator[dict[str, Site]]:
         site.stop()
 
 
-def crawl(tmp_path: Path, urls: list[str], redis_url: str, run: str) -> dict:
+def crawl(tmp_path: Path, urls: list[str], redis_url: str, run: str,
+          **settings: object) -> dict:
     config = {
         "urls": urls,
         "stats": str(tmp_path / f"stats-{run}.json"),
@@ -173,6 +174,7 @@ def crawl(tmp_path: Path, urls: list[str], redis_url: str, run: str) -> dict:
             "WEBCRAWL_REDIS_URL": redis_url,
             "WEBCRAWL_DATA_DIR": str(tmp_path / "data"),
             "WEBCRAWL_ROBOTS_MAX_CRAWL_DELAY_SECONDS": 0.2,
+            **settings,
         },
     }
     config_path = tmp_path / f"config-{run}.json"
@@ -227,6 +229,25 @@ def test_crawl_obeys_robots_per_rfc_9309_and_shares_answers_through_redis(
     assert again["robotstxt/cache/hit"] == len(urls)
     assert sorted(sites["rules"].log) == ["/public"]
     assert again["test/crawl_delay/127.0.0.11"] == 0.2
+
+
+
+def test_requests_waiting_for_robots_txt_are_released_one_interval_apart(tmp_path, redis_url):
+    """Four requests to a host whose robots.txt is not known yet all wait for its fetch; they must
+    reach the server one interval apart (the Crawl-delay, capped at 0.2 s), not together."""
+    site = Site("127.0.0.40", robots("User-agent: *\nCrawl-delay: 30\n"))
+    try:
+        paths = [f"/page-{i}" for i in range(4)]
+        crawl(tmp_path, [site.base + path for path in paths], redis_url, "waiting",
+              WEBCRAWL_ROBOTS_PAUSE_SECONDS=0.1)
+        assert sorted(site.log) == sorted(["/robots.txt", *paths])
+        times = sorted(site.times[path] for path in paths)
+    finally:
+        site.stop()
+    interval = 0.2  # the Crawl-delay (capped), above the 0.1 s pause
+    assert times[0] - site.times["/robots.txt"] >= interval
+    gaps = [b - a for a, b in zip(times, times[1:])]
+    assert min(gaps) >= interval, f"page requests closer than {interval} s: {gaps}"
 
 
 class Stats:

@@ -4,9 +4,11 @@
 Contract: a request whose origin's robots.txt disallows it raises ``IgnoreRequest``. Answers come
 from the shared :class:`RobotsCache`; on a miss ``/robots.txt`` is fetched once per origin per
 process through ``engine.download_async`` (every downloader middleware, redirects: 5 to 10 hops,
-``meta["webcrawl_purpose"] = "robots"``), then the waiting requests pause one politeness interval
-(``pause_seconds`` raised to the Crawl-delay) so the fetch pays for its slot. RFC 9309 status rules
-apply (:func:`verdict_for_response`); a Crawl-delay is reported through :meth:`on_crawl_delay`.
+``meta["webcrawl_purpose"] = "robots"``), then the requests that waited for it go on one
+politeness interval (``pause_seconds`` raised to the Crawl-delay) apart, never at once: the first
+one interval after the fetch (so the fetch pays for its slot), the next one later, and so on (a
+request the answer refuses does not wait). RFC 9309 status rules apply
+(:func:`verdict_for_response`); a Crawl-delay is reported through :meth:`on_crawl_delay`.
 Requests with ``meta["dont_obey_robotstxt"]`` are not checked.
 
 Stats: ``robotstxt/request_count``, ``robotstxt/response_count``,
@@ -55,6 +57,7 @@ logger = logging.getLogger(__name__)
 DelaySetter = Callable[[str, float], None]
 Downloader = Callable[[Request], "Awaitable[Response]"]
 _DEFAULT_PORTS = {"http": 80, "https": 443}
+_Answer = tuple[RobotsPolicy, float]  # a fetch's answer and the interval between waiters
 
 
 def origin_of(request: Request) -> str | None:
@@ -102,7 +105,9 @@ class RobotsMiddleware:
         self.pause_seconds = pause_seconds
         self.delay_setter = delay_setter
         self.download = download
-        self._pending: dict[str, Deferred[RobotsPolicy]] = {}
+        self._pending: dict[str, Deferred[_Answer]] = {}
+        # origin -> fires when the latest request waiting for its pending fetch goes on
+        self._released: dict[str, Deferred[None]] = {}
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
@@ -171,10 +176,22 @@ class RobotsMiddleware:
         """Wait for the origin's answer, fetching it unless another request already is."""
         pending = self._pending.get(origin)
         if pending is not None:
-            return await maybe_deferred_to_future(_follow(pending))
+            # Waiters leave in arrival order, each one interval after the one before it left
+            # (the first: after the fetching request).
+            previous, released = self._released[origin], Deferred()
+            self._released[origin] = released
+            try:
+                policy, interval = await maybe_deferred_to_future(_follow(pending))
+                await maybe_deferred_to_future(_follow(previous))
+                if policy.allowed(request.url, self.token_for(request)):  # a refusal need not wait
+                    await _sleep(interval)
+            finally:
+                released.callback(None)
+            return policy
         pending = self._pending[origin] = Deferred()
+        released = self._released[origin] = Deferred()
         # What waiting requests get if this fetch dies (cancelled, Redis down): "unreachable".
-        policy = RobotsPolicy.disallow_all()
+        policy, interval = RobotsPolicy.disallow_all(), 0.0
         try:
             # Another process may have fetched it meanwhile (the LRU missed, Redis may not).
             cached = self.cache.get(origin)
@@ -183,13 +200,19 @@ class RobotsMiddleware:
                 self.cache.put(origin, verdict)
                 policy = verdict.policy
                 delay = self._report_crawl_delay(origin, policy, request)
-                await _sleep(max(self.pause_seconds, delay))
+                interval = max(self.pause_seconds, delay)
             else:
                 policy = cached
                 self._report_crawl_delay(origin, policy, request)
         finally:
             del self._pending[origin]
-            pending.callback(policy)
+            del self._released[origin]
+            pending.callback((policy, interval))
+        try:
+            if policy.allowed(request.url, self.token_for(request)):
+                await _sleep(interval)
+        finally:
+            released.callback(None)
         return policy
 
     async def _fetch(self, origin: str) -> Verdict:
@@ -240,9 +263,9 @@ class RobotsMiddleware:
             self.delay_setter(domain, seconds)
 
 
-def _follow(pending: Deferred[RobotsPolicy]) -> Deferred[RobotsPolicy]:
+def _follow(pending: Deferred[Any]) -> Deferred[Any]:
     """A Deferred firing with ``pending``'s result, leaving ``pending`` itself untouched."""
-    follower: Deferred[RobotsPolicy] = Deferred()
+    follower: Deferred[Any] = Deferred()
 
     def relay(result: Any) -> Any:
         follower.callback(result)
