@@ -34,6 +34,9 @@ DOWNLOADER_MIDDLEWARES = {
     "webcrawl.middlewares.conditional.ConditionalRequestMiddleware": 650,
     # Above Retry (550), Redirect (600) and conditional (650): sees every attempt's cost.
     "webcrawl.middlewares.cost.CostHealthMiddleware": 660,
+    # Last before the downloader: one request per host at a time in this process, each the host's
+    # delay after the previous one left (a stalled reactor cannot send two at once).
+    "webcrawl.middlewares.spacing.HostSpacingMiddleware": 950,
 }
 
 # -- Cost-aware revisits (docs/revisit.md, docs/report.md) ---------------------------------------
