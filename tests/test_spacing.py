@@ -287,3 +287,15 @@ def test_a_stalled_reactor_does_not_send_two_requests_to_a_host_together(
     gaps = [g for host_gaps in gaps_by_host(log).values() for g in host_gaps]  # robots.txt too
     short = sorted(g for g in gaps if g < delay)
     assert not short, f"{len(short)} gaps shorter than {delay} s: {short}"
+
+
+def test_without_a_delay_requests_to_a_host_overlap() -> None:
+    """Delay 0 (a throughput crawl): nothing to space, so nothing is held, not even one request
+    behind another still in the downloader."""
+    clock = ManualClock()
+    sleeper = Sleeper(clock)
+    mw = HostSpacingMiddleware(MemoryStatsCollector(get_crawler()), default_delay=0.0, clock=clock,
+                               sleep=sleeper, wait=wait_turn)
+    for i in range(3):
+        run(mw.process_request(Request(f"http://a.example/{i}")))  # none left the downloader yet
+    assert sleeper.waits == [] and mw.stats.get_value("webcrawl/spacing/waited") is None

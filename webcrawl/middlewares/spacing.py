@@ -123,8 +123,8 @@ class HostSpacingMiddleware:
 
     async def process_request(self, request: Request) -> None:
         host = urlparse_cached(request).hostname
-        if not host:
-            return
+        if not host or (self.delay_for(host) <= 0 and host not in self._hosts):
+            return  # no delay to keep: requests to the host may overlap, as Scrapy allows
         state = self._hosts.get(host)
         if state is None:
             state = self._hosts[host] = _Host()
