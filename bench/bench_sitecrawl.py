@@ -37,6 +37,7 @@ import redis
 
 from bench._report import table, write_section
 from tests.crawls import REPO, stats_of
+from webcrawl.demo.generated import site_file
 from webcrawl.demo.serve import ServerProcess, start_server_process
 from webcrawl.state.embedded import redis_server_binary
 
@@ -44,27 +45,6 @@ HOSTS = 3
 CONCURRENCY = {"CONCURRENT_REQUESTS": 32, "CONCURRENT_REQUESTS_PER_DOMAIN": 16}
 COMMON = {**CONCURRENCY, "LOG_LEVEL": "INFO", "TELNETCONSOLE_ENABLED": False,
           "REMOTE_CONTROL_ENABLED": False}
-
-SITE_FILE = """\
-name = "benchsite"
-seeds = {seeds}
-allowed_domains = {hosts}
-allowed_private_networks = ["127.0.0.0/8"]
-[politeness]
-user_agent = "webcrawl-bench/0.1 (+https://example.org/bench; bench@example.org)"
-min_delay_seconds = 0
-[budget]
-billing = "requests"
-amount_per_cycle = 100000
-cycle_seconds = 3600
-[limits]
-max_depth = 1000
-[[page_types]]
-name = "doc"
-url_pattern = '/docs/s\\d+/page-\\d+\\.html$'
-[page_types.fields]
-title = "main h1"
-"""
 
 VANILLA = '''\
 import os
@@ -236,7 +216,7 @@ def main() -> None:
     try:
         seeds = [server.base_url(h) + "/" for h in range(HOSTS)]
         (folder / "sites" / "benchsite.toml").write_text(
-            SITE_FILE.format(seeds=seeds, hosts=list(server.hosts)))
+            site_file("benchsite", seeds, server.hosts))
         os.environ["BENCH_SEEDS"], os.environ["BENCH_DOMAINS"] = ",".join(seeds), ",".join(server.hosts)
         os.environ["BENCH_PORT"] = str(server.port)
         reachable = server.site.reachable()

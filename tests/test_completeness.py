@@ -12,32 +12,11 @@ from pathlib import Path
 import pytest
 
 from tests.crawls import finish, start_crawl, stats_of
+from webcrawl.demo.generated import site_file
 from webcrawl.demo.serve import ServerProcess, start_server_process
 
 HOSTS = 3
 PAGES = 240
-
-SITE_FILE = """\
-name = "completeness"
-seeds = {seeds}
-allowed_domains = {hosts}
-allowed_private_networks = ["127.0.0.0/8"]
-[politeness]
-user_agent = "webcrawl-tests/0.1 (+https://example.org/tests; tests@example.org)"
-min_delay_seconds = 0
-[budget]
-billing = "requests"
-amount_per_cycle = 100000
-cycle_seconds = 3600
-[limits]
-max_depth = 1000
-[[page_types]]
-name = "doc"
-url_pattern = '/docs/s\\d+/page-\\d+\\.html$'
-[page_types.fields]
-title = "main h1"
-"""
-
 
 @pytest.fixture
 def site(tmp_path: Path) -> Iterator[ServerProcess]:
@@ -53,7 +32,7 @@ def test_crawl_finds_every_reachable_page(site: ServerProcess, redis_url: str, t
     sites = tmp_path / "sites"
     sites.mkdir()
     seeds = [site.base_url(h) + "/" for h in range(seed_hosts)]
-    (sites / "completeness.toml").write_text(SITE_FILE.format(seeds=seeds, hosts=list(site.hosts)))
+    (sites / "completeness.toml").write_text(site_file("completeness", seeds, site.hosts))
     crawl = start_crawl("completeness", {
         "WEBCRAWL_SITES_DIR": sites, "WEBCRAWL_REDIS_URL": redis_url,
         # Loopback is allowed by the site file alone (allowed_private_networks): no setting here.

@@ -15,6 +15,7 @@ at :meth:`GeneratedSite.bind`, so serving costs a dictionary lookup.
 
 from __future__ import annotations
 
+import json
 import math
 import posixpath
 import random
@@ -213,3 +214,31 @@ class GeneratedSite:
             paras.append(f"<p>{rng.choice(self._prose)[:gap - 8]}</p>\n" if gap > 8 else "\n" * gap)
             size += len(paras[-1])
         return (head + "".join(paras) + tail).encode()
+
+
+_SITE_FILE = """\
+name = "{name}"
+seeds = {seeds}
+allowed_domains = {hosts}
+allowed_private_networks = ["127.0.0.0/8"]
+[politeness]
+user_agent = "webcrawl-{name}/0.1 (+https://example.org/{name}; {name}@example.org)"
+min_delay_seconds = 0
+[budget]
+billing = "requests"
+amount_per_cycle = 100000
+cycle_seconds = 3600
+[limits]
+max_depth = 1000
+[[page_types]]
+name = "doc"
+url_pattern = '/docs/s\\d+/page-\\d+\\.html$'
+[page_types.fields]
+title = "main h1"
+"""
+
+
+def site_file(name: str, seeds: Sequence[str], hosts: Sequence[str]) -> str:
+    """A site file (TOML) for a crawl of the generated site: no delay, no depth limit, loopback
+    allowed, every page a ``doc`` page whose record is its title."""
+    return _SITE_FILE.format(name=name, seeds=json.dumps(list(seeds)), hosts=json.dumps(list(hosts)))
