@@ -25,7 +25,7 @@ from tests.test_pipelines_recordhash import (  # noqa: F401
     module_shop,
 )
 from webcrawl.commands.body import Command, parse_time
-from webcrawl.demo.shop import DAY
+from webcrawl.demo.catalog import DAY
 from webcrawl.store import BodyReader
 
 

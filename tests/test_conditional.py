@@ -25,7 +25,7 @@ from tests.test_pipelines_recordhash import (  # noqa: F401
 )
 from webcrawl.change import FetchNotes, TrustPolicy, ValidatorTrust
 from webcrawl.clock import ManualClock
-from webcrawl.demo.shop import DAY
+from webcrawl.demo.catalog import DAY
 from webcrawl.middlewares.conditional import ChangeContext, ConditionalRequestMiddleware
 from webcrawl.parse import Canonicalizer
 from webcrawl.sites.schema import Trust, TrustRule

@@ -17,7 +17,8 @@ import pytest
 from selectolax.lexbor import LexborHTMLParser
 
 from webcrawl.demo.server import MultiHostServer
-from webcrawl.demo.shop import DAY, EPOCH, Catalog, ShopSite
+from webcrawl.demo.catalog import DAY, EPOCH, Catalog
+from webcrawl.demo.shop import ShopSite
 
 FROZEN = 1e-9  # time_scale at which no product changes during a test
 

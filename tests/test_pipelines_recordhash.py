@@ -29,7 +29,8 @@ from scrapy.utils.test import get_crawler
 from webcrawl.change import FetchNote, FetchNotes, TrustPolicy, record_hash
 from webcrawl.clock import ManualClock
 from webcrawl.demo.server import Headers, MultiHostServer, Response
-from webcrawl.demo.shop import DAY, ShopSite
+from webcrawl.demo.catalog import DAY
+from webcrawl.demo.shop import ShopSite
 from webcrawl.items import EXPORTED_FIELDS, PageItem
 from webcrawl.middlewares.conditional import ChangeContext, ConditionalRequestMiddleware
 from webcrawl.parse import Canonicalizer

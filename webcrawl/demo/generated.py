@@ -23,7 +23,7 @@ from collections import deque
 from collections.abc import Iterable, Sequence
 
 from webcrawl.demo.server import Headers, Response
-from webcrawl.demo.shop import WORDS, paragraph, seeded
+from webcrawl.demo.catalog import WORDS, paragraph, seeded
 
 Target = tuple[int, str]  # (host index, path)
 
