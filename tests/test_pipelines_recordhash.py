@@ -432,3 +432,23 @@ def test_the_whole_project_stack_from_the_command_line_with_dash_o(tmp_path, mod
     assert feeds[1] == []  # unchanged: 304s, each verified (a learning host) through the scheduler
     assert "'webcrawl/conditional/verification': 3" in done.stderr
     assert "'webcrawl/conditional/evidence/confirmed': 3" in done.stderr
+
+
+def test_feeds_get_new_and_changed_records_only():
+    """The last pipeline drops unchanged records and listing summaries (change detectors, whose
+    partial rows would otherwise reach -O feeds); new and changed records pass."""
+    from scrapy.exceptions import DropItem
+
+    from webcrawl.items import ListingItem, PageItem
+
+    drop = DropUnchangedPipeline(MemoryStatsCollector(get_crawler(Spider)))
+    page = {"url": "http://a/p", "canonical_url": "http://a/p", "site": "s", "page_type": "product",
+            "status": 200, "fetch_time": 1.0}
+    for change in ("new", "changed"):
+        item = PageItem(**page, change=change)
+        assert drop.process_item(item) is item
+    for item in (PageItem(**page, change="unchanged"),
+                 ListingItem(url="http://a/list", item_url="http://a/p", summary={"price": "1"},
+                             site="s", fetch_time=1.0)):
+        with pytest.raises(DropItem):
+            drop.process_item(item)

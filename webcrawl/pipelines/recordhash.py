@@ -43,7 +43,7 @@ from urllib.parse import urlsplit
 from scrapy.exceptions import DropItem, NotConfigured
 
 from webcrawl.change import Event, record_hash
-from webcrawl.items import PageItem
+from webcrawl.items import ListingItem, PageItem
 from webcrawl.middlewares.conditional import ChangeContext, change_context
 from webcrawl.state.sitemaps import SitemapStore
 
@@ -185,7 +185,8 @@ class RecordHashPipeline:
 
 
 class DropUnchangedPipeline:
-    """Drop unchanged :class:`PageItem` objects (logged at DEBUG), so feeds get changes only."""
+    """Drop unchanged :class:`PageItem` objects and listing summaries (:class:`ListingItem`, the
+    crawl's change detectors), logged at DEBUG, so feeds get new and changed records only."""
 
     def __init__(self, stats: StatsCollector) -> None:
         self.stats = stats
@@ -201,4 +202,6 @@ class DropUnchangedPipeline:
         if isinstance(item, PageItem) and item.change == "unchanged":
             self.stats.inc_value("webcrawl/records/dropped_unchanged")
             raise DropItem("unchanged record", log_level="DEBUG")
+        if isinstance(item, ListingItem):
+            raise DropItem("listing summary (a change detector, not output)", log_level="DEBUG")
         return item
