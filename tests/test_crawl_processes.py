@@ -125,10 +125,12 @@ def test_redis_going_away_stops_the_crawl_and_loses_nothing(site: ServerProcess,
     folder.mkdir()
     server = start_persistent_redis(folder)
     common = settings(f"unix://{folder / 'r.sock'}", 0.1, WEBCRAWL_LEASE_SECONDS=2)
-    crawl = start_crawl("follow", common, tmp_path, {"seeds": seeds(site)}, "first.log")
-    wait_for(lambda: len(site.read_log()) >= PAGES // 3, 60, "a third of the site to be fetched")
-    server.kill()
-    server.wait()
+    try:
+        crawl = start_crawl("follow", common, tmp_path, {"seeds": seeds(site)}, "first.log")
+        wait_for(lambda: len(site.read_log()) >= PAGES // 3, 60, "a third of the site to be fetched")
+    finally:
+        server.kill()  # Redis goes away (and never outlives a failed test)
+        server.wait()
     assert finish(crawl, 60) == 0
     log = (tmp_path / "first.log").read_text()
     assert "stopped answering" in log and str(folder / "r.sock") in log
