@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from webcrawl.revisit import GammaPrior
 from webcrawl.state.keys import validate_crawl_name
 
 if TYPE_CHECKING:
@@ -30,7 +31,14 @@ DEFAULTS: dict[str, Any] = {
     "WEBCRAWL_SEEN_CACHE_SIZE": 500_000,
     "WEBCRAWL_RESET": False,
     "WEBCRAWL_EMBEDDED_REDIS_SHUTDOWN": True,
+    # The change-rate prior of a page type with no history: one change per this many seconds.
+    "WEBCRAWL_PRIOR_CHANGE_SECONDS": 7 * 86_400.0,
+    "WEBCRAWL_PRIOR_SHAPE": 0.5,
 }
+
+#: :func:`configured_prior` with the default settings (for components built without a crawler).
+DEFAULT_PRIOR = GammaPrior.from_mean(1 / DEFAULTS["WEBCRAWL_PRIOR_CHANGE_SECONDS"],
+                                     DEFAULTS["WEBCRAWL_PRIOR_SHAPE"])
 
 
 def _get(settings: BaseSettings, name: str) -> Any:
@@ -95,3 +103,12 @@ class StateConfig:
                 "WEBCRAWL_EMBEDDED_REDIS_SHUTDOWN", DEFAULTS["WEBCRAWL_EMBEDDED_REDIS_SHUTDOWN"]
             ),
         )
+
+
+def configured_prior(settings: BaseSettings) -> GammaPrior:
+    """The Gamma prior of change rates for page types with no history, from
+    ``WEBCRAWL_PRIOR_CHANGE_SECONDS`` (mean seconds between changes) and ``WEBCRAWL_PRIOR_SHAPE``;
+    the priority middleware, the planner and the report all start from it."""
+    interval = _number(settings, "WEBCRAWL_PRIOR_CHANGE_SECONDS", minimum=0, exclusive=True)
+    shape = _number(settings, "WEBCRAWL_PRIOR_SHAPE", minimum=0, exclusive=True)
+    return GammaPrior.from_mean(1 / interval, shape)

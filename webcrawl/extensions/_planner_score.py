@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from numpy.typing import NDArray
 
+from webcrawl.config import DEFAULT_PRIOR
 from webcrawl.revisit import (
     EffectiveData, GammaPrior, GroupPriors, Objective, Plan, PlanInput, Reserves, estimate_rates,
     fit_group_priors, plan_cycle,
@@ -37,7 +38,7 @@ class Scoring:
     tiers: dict[str, int] = field(default_factory=dict)  #: page type name -> tier 1..4
     default_cost: float = 1.0  #: a visit's cost where nothing was measured (site unit)
     type_costs: dict[str, float] = field(default_factory=dict)  #: measured mean per page type
-    prior: GammaPrior = GammaPrior.from_mean(1 / (7 * 86_400.0))
+    prior: GammaPrior = DEFAULT_PRIOR
     policy: str = "learned"
 
     def __post_init__(self) -> None:

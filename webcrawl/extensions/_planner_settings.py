@@ -26,7 +26,8 @@ from webcrawl.clock import SystemClock
 from webcrawl.extensions._planner_hooks import IndexHooks
 from webcrawl.extensions._planner_score import Scoring
 from webcrawl.middlewares.conditional import change_context
-from webcrawl.revisit import BillingModel, GammaPrior, Objective, Reserves
+from webcrawl.config import configured_prior
+from webcrawl.revisit import BillingModel, Objective, Reserves
 from webcrawl.scheduler import crawl_frontier
 from webcrawl.state.costs import cost_context
 from webcrawl.state.frontier import Frontier
@@ -89,8 +90,7 @@ def planner_parts(crawler: Crawler) -> PlannerParts:
     costs = cost_context(crawler)
     change = change_context(crawler)
     r = site.budget.reserves
-    prior = GammaPrior.from_mean(1 / _positive(settings, "WEBCRAWL_PRIOR_CHANGE_SECONDS", 7 * 86_400.0),
-                                 shape=_positive(settings, "WEBCRAWL_PRIOR_SHAPE", 0.5))
+    prior = configured_prior(settings)
     type_costs = {t.name: costs.costs.means(t.name).get("billed", 0.0) for t in site.page_types}
     scoring = Scoring(
         budget=float(budget), cycle_seconds=float(cycle_seconds),

@@ -22,6 +22,7 @@ from scrapy import signals
 from scrapy.exceptions import NotConfigured
 from scrapy.utils.asyncio import create_looping_call
 
+from webcrawl.config import DEFAULT_PRIOR, configured_prior
 from webcrawl.clock import SystemClock
 from webcrawl.revisit import GammaPrior
 from webcrawl.state.costs import cost_context
@@ -71,7 +72,7 @@ class ProgressLog:
         self.ledger = ledger
         self.client = client
         self.keys = keys
-        self.prior = prior or GammaPrior.from_mean(1 / (7 * 86_400.0))
+        self.prior = prior or DEFAULT_PRIOR
         self.snapshot = snapshot and client is not None and keys is not None
         self.max_pages = max_pages
         self.clock = clock or SystemClock()
@@ -89,8 +90,7 @@ class ProgressLog:
         assert crawler.stats is not None
         context = cost_context(crawler)
         ledger = context.ledger
-        prior = GammaPrior.from_mean(1 / settings.getfloat("WEBCRAWL_PRIOR_CHANGE_SECONDS", 7 * 86_400.0),
-                                     settings.getfloat("WEBCRAWL_PRIOR_SHAPE", 0.5))
+        prior = configured_prior(settings)
         ext = cls(crawler.stats, interval=interval, unit=UNITS[context.billing.value], ledger=ledger,
                   client=ledger.client, keys=ledger.keys, prior=prior,
                   snapshot=settings.getbool("WEBCRAWL_PROGRESS_SNAPSHOT", True),

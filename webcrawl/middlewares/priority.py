@@ -47,6 +47,7 @@ from scrapy.exceptions import NotConfigured
 from scrapy.spidermiddlewares.base import BaseSpiderMiddleware
 from scrapy.utils.httpobj import urlparse_cached
 
+from webcrawl.config import DEFAULT_PRIOR, configured_prior
 from webcrawl.clock import SystemClock
 from webcrawl.middlewares.conditional import change_context
 from webcrawl.revisit import BillingModel, GammaPrior, Objective, estimate_rates, expected_cost, gain
@@ -109,7 +110,7 @@ class PriorityMiddleware(BaseSpiderMiddleware):
         self.stats = stats
         self.billing = billing
         self.site = site
-        self.prior = prior or GammaPrior.from_mean(1 / (7 * 86_400.0))
+        self.prior = prior or DEFAULT_PRIOR
         self.trusted = trusted or (lambda host: False)
         self.canonical = canonical or (lambda url: url)
         self.clock = clock or SystemClock()
@@ -134,13 +135,8 @@ class PriorityMiddleware(BaseSpiderMiddleware):
             mode = rules.for_host(host).validators if rules is not None else "learn"
             return mode == "always" or (mode == "learn" and change.trust.get(host).state == "trusted")
 
-        interval = settings.getfloat("WEBCRAWL_PRIOR_CHANGE_SECONDS", 7 * 86_400.0)
-        shape = settings.getfloat("WEBCRAWL_PRIOR_SHAPE", 0.5)
-        if not interval > 0 or not shape > 0:
-            raise ValueError(f"WEBCRAWL_PRIOR_CHANGE_SECONDS={interval!r} and WEBCRAWL_PRIOR_SHAPE="
-                             f"{shape!r}: expected numbers > 0")
         return cls(context.costs, change.history, crawler.stats, billing=context.billing, site=site,
-                   prior=GammaPrior.from_mean(1 / interval, shape), trusted=trusted,
+                   prior=configured_prior(settings), trusted=trusted,
                    canonical=context.canonical,
                    default_bytes=settings.getfloat("WEBCRAWL_COST_DEFAULT_BYTES", 50_000.0))
 
