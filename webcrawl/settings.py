@@ -1,6 +1,8 @@
 """Scrapy settings of the webcrawl project. Every webcrawl setting is listed in the README's
 settings reference; the values here are the defaults a user can override per crawl (``-s``)."""
 
+import os
+
 from webcrawl.items import EXPORTED_FIELDS
 
 BOT_NAME = "webcrawl"
@@ -9,6 +11,11 @@ NEWSPIDER_MODULE = "webcrawl.spiders"
 COMMANDS_MODULE = "webcrawl.commands"
 # Site files (webcrawl/sites/*.toml and WEBCRAWL_SITES_DIR) are spiders too.
 SPIDER_LOADER_CLASS = "webcrawl.spiderloader.SiteSpiderLoader"
+
+# -- From the environment (scrapyd, containers); a -s setting wins over these ------------------
+WEBCRAWL_REDIS_URL = os.environ.get("WEBCRAWL_REDIS_URL") or None
+WEBCRAWL_DATA_DIR = os.environ.get("WEBCRAWL_DATA_DIR") or ".webcrawl"
+WEBCRAWL_SITES_DIR = os.environ.get("WEBCRAWL_SITES_DIR") or None
 
 # -- The Redis-backed scheduler -----------------------------------------------------------------
 SCHEDULER = "webcrawl.scheduler.ReadyQueueScheduler"
@@ -48,6 +55,8 @@ EXTENSIONS = {
     # Plans each cycle's revisits within the site's budget (one `scrapy crawl` run is one cycle).
     "webcrawl.extensions.planner.CyclePlanner": 500,
     "webcrawl.extensions.progress.ProgressLog": 510,
+    # At close, one WARNING saying why a crawl fetched nothing or had most requests refused.
+    "webcrawl.extensions.closing.ClosingNote": 520,
 }
 # Host names are checked on the addresses they resolve to, at connection time (no DNS rebinding).
 TWISTED_DNS_RESOLVER = "webcrawl.net.resolver.GuardedResolver"

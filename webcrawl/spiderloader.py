@@ -7,12 +7,15 @@ Set ``SPIDER_LOADER_CLASS = "webcrawl.spiderloader.SiteSpiderLoader"``: ``scrapy
 Broken site files never stop other spiders: :meth:`SiteSpiderLoader.list` leaves them out and
 warns once per file (:class:`SiteConfigWarning`), and :meth:`SiteSpiderLoader.load` of a broken
 site raises :class:`SiteLoadError` (a :class:`SiteConfigError` that ``scrapy`` prints as a one-line
-usage error, exit status 2) before any request is made.
+usage error, exit status 2) before any request is made. An unknown name raises
+:class:`UnknownSpiderError` (a ``KeyError``, as Scrapy's loaders raise) whose message suggests the
+closest names and says where site files are looked for.
 """
 
 from __future__ import annotations
 
 import builtins
+import difflib
 import os
 import warnings
 from dataclasses import replace
@@ -22,6 +25,7 @@ from scrapy.exceptions import UsageError
 from scrapy.spiderloader import SpiderLoader
 from scrapy.utils.misc import load_object
 
+from webcrawl.settingtypes import PATH_SEPARATOR, SettingError, get_list
 from webcrawl.sites import SiteConfig, SiteConfigError, SiteFile, check_sites, sites_dirs
 from webcrawl.spiders.site import SiteSpider
 
@@ -36,6 +40,7 @@ __all__ = [
     "SiteConfigWarning",
     "SiteLoadError",
     "SiteSpiderLoader",
+    "UnknownSpiderError",
     "placeholder_lookup",
     "site_settings",
     "spider_class_for",
@@ -51,6 +56,24 @@ class SiteLoadError(SiteConfigError, UsageError):
     message alone (no traceback) and exits with status 2."""
 
     print_help = False  # UsageError.__init__ is not reached through ValueError's
+
+
+class UnknownSpiderError(KeyError):
+    """No spider of that name. A ``KeyError`` (Scrapy's loader protocol), printed as its message
+    alone: ``no spider named 'x' (did you mean 'y'?); site files are looked for in ...``."""
+
+    def __init__(self, name: str, known: builtins.list[str], sites_dir: object) -> None:
+        close = difflib.get_close_matches(name, known, n=3, cutoff=0.6)
+        guess = (" (did you mean " + " or ".join(repr(c) for c in close) + "?)") if close else ""
+        where = (f"WEBCRAWL_SITES_DIR={sites_dir!r}" if sites_dir
+                 else "WEBCRAWL_SITES_DIR (not set)")
+        listing = "'scrapy list' shows every name"
+        super().__init__(f"no spider named {name!r}{guess}; site files are looked for in the "
+                         f"bundled webcrawl/sites/ folder and in {where}; {listing}")
+        self.name, self.suggestions = name, close
+
+    def __str__(self) -> str:  # KeyError's own str() is the repr of its argument
+        return str(self.args[0])
 
 
 def spider_class_for(site: SiteConfig) -> type[SiteSpider]:
@@ -101,6 +124,18 @@ def site_settings(site: SiteConfig) -> dict[str, Any]:
     }
 
 
+def _sites_dirs(settings: BaseSettings) -> tuple[Any, ...]:
+    """The folders of ``WEBCRAWL_SITES_DIR`` (``os.pathsep``-separated, or a list, or a JSON
+    list); :class:`SettingError` naming the setting's value as given if one is not a folder."""
+    raw = settings.get("WEBCRAWL_SITES_DIR")
+    folders = get_list(settings, "WEBCRAWL_SITES_DIR", separator=PATH_SEPARATOR)
+    for folder in folders:
+        if not os.path.isdir(os.path.expanduser(folder)):
+            raise SettingError(f"WEBCRAWL_SITES_DIR={raw!r}: {folder!r} is not a folder; "
+                               "expected folders holding site files (*.toml)")
+    return sites_dirs(folders)
+
+
 def placeholder_lookup(settings: BaseSettings) -> Callable[[str], str | None]:
     """Where site files' ``${NAME}`` placeholders take values: the settings (so ``-s NAME=...``
     and scrapyd's ``setting=NAME=...`` work), then the environment."""
@@ -123,7 +158,8 @@ class SiteSpiderLoader:
 
     def __init__(self, settings: BaseSettings) -> None:
         self._python = SpiderLoader.from_settings(settings)
-        dirs = sites_dirs(settings.get("WEBCRAWL_SITES_DIR"))
+        self._sites_dir = settings.get("WEBCRAWL_SITES_DIR")
+        dirs = _sites_dirs(settings)
         lookup = placeholder_lookup(settings)
         self.site_files: list[SiteFile] = []
         self._sites: dict[str, type[SiteSpider]] = {}
@@ -165,7 +201,8 @@ class SiteSpiderLoader:
     def load(self, spider_name: str) -> type[Spider]:
         """The spider class named ``spider_name``.
 
-        Raises :class:`SiteLoadError` for a broken site file, ``KeyError`` for an unknown name.
+        Raises :class:`SiteLoadError` for a broken site file, :class:`UnknownSpiderError` (a
+        ``KeyError``) for an unknown name.
         """
         if spider_name in self._sites:
             return self._sites[spider_name]
@@ -175,7 +212,14 @@ class SiteSpiderLoader:
         if error is not None:
             raise SiteLoadError(error.source, error.field, error.value, error.expected,
                                 problem=error.problem)
+        if spider_name not in self._python.list():
+            raise UnknownSpiderError(spider_name, self.names(), self._sites_dir)
         return self._python.load(spider_name)
+
+    def names(self) -> builtins.list[str]:
+        """What :meth:`list` returns, without warning about broken site files."""
+        names = [n for n in self._python.list() if n not in self._broken and n not in self._sites]
+        return names + builtins.list(self._sites)
 
     def list(self) -> list[str]:
         """Python spiders and valid sites; warns once per broken site file."""
@@ -185,8 +229,7 @@ class SiteSpiderLoader:
                 # Scrapy command called list().
                 warnings.warn_explicit(f"site file left out: {outcome.error}", SiteConfigWarning,
                                        filename=outcome.source, lineno=0)
-        names = [n for n in self._python.list() if n not in self._broken and n not in self._sites]
-        return names + list(self._sites)
+        return self.names()
 
     def find_by_request(self, request: Request) -> builtins.list[str]:  # self.list shadows it
         """Names of the spiders whose allowed domains cover ``request``'s URL."""

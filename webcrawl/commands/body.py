@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
 
+from webcrawl.commands._errors import fail
 from webcrawl.parse import Canonicalizer
 from webcrawl.pipelines.bodystore import bodies_folder
 from webcrawl.store import BodyReader, CorruptRecordError, StoreError, export_warc, verify
@@ -44,6 +45,18 @@ def parse_time(text: str) -> float:
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
     return moment.timestamp()
+
+
+def _stores_hint(data_dir: Path) -> str:
+    """Which sites do have a body store under ``data_dir``, or where to look instead."""
+    try:
+        sites = sorted(p.parent.name for p in data_dir.glob("*/bodies") if p.is_dir())
+    except OSError:
+        sites = []
+    if sites:
+        return f"sites with a body store there: {', '.join(sites)}"
+    return (f"{data_dir} holds no body store; set WEBCRAWL_DATA_DIR to the crawl's data folder "
+            "(bodies are stored by 'scrapy crawl <site>')")
 
 
 def _iso(t: float) -> str:
@@ -86,13 +99,13 @@ class Command(ScrapyCommand):
         site, url = args[0], (args[1] if len(args) == 2 else None)
         if sum((url is not None, bool(opts.verify), bool(opts.warc))) != 1:
             raise UsageError("give exactly one of a URL, --verify or --warc")
+        data_dir = self.settings.get("WEBCRAWL_DATA_DIR") or ".webcrawl"
         try:
-            folder = bodies_folder(self.settings.get("WEBCRAWL_DATA_DIR") or ".webcrawl", site)
+            folder = bodies_folder(data_dir, site)
         except ValueError as exc:
-            raise UsageError(str(exc), print_help=False) from None
+            fail(str(exc))
         if not folder.is_dir():
-            raise UsageError(f"no body store for site {site!r} at {folder} (check WEBCRAWL_DATA_DIR)",
-                             print_help=False)
+            fail(f"no body store for site {site!r} at {folder}", _stores_hint(Path(data_dir)))
         as_of = parse_time(opts.as_of) if opts.as_of else None
         if opts.verify:
             self._verify(folder)

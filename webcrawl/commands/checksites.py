@@ -3,7 +3,8 @@
 Checks what ``scrapy crawl`` would: the bundled site files and those in ``WEBCRAWL_SITES_DIR``,
 with placeholders resolved from the settings (``-s NAME=value``) and the environment, each site's
 Python spider class, and name clashes. Given file arguments, checks only those files. Exits with
-status 1 when any file is broken.
+status 1 when any file is broken, 2 (one ``scrapy: error:`` line) when a folder or file named
+does not exist.
 """
 
 from __future__ import annotations
@@ -12,8 +13,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from scrapy.commands import ScrapyCommand
-from scrapy.exceptions import UsageError
 
+from webcrawl.commands._errors import fail
 from webcrawl.sites import SiteConfigError, SiteFile, load_site_file
 from webcrawl.spiderloader import SiteSpiderLoader, placeholder_lookup, spider_class_for
 
@@ -49,7 +50,7 @@ class Command(ScrapyCommand):
             try:
                 outcomes = SiteSpiderLoader.from_settings(self.settings).site_files
             except ValueError as exc:  # a bad WEBCRAWL_SITES_DIR
-                raise UsageError(str(exc), print_help=False) from None
+                fail(str(exc))
         for outcome in outcomes:
             if outcome.error is None:
                 print(f"ok    {outcome.source} ({outcome.name})")
@@ -60,8 +61,7 @@ class Command(ScrapyCommand):
 
 def _check_path(path: str, settings: Any) -> SiteFile:
     if not Path(path).is_file():
-        raise UsageError(f"{path!r} is not a file; expected site files (*.toml)",
-                         print_help=False)
+        fail(f"{path!r} is not a file; expected site files (*.toml)")
     try:
         site = load_site_file(path, placeholder_lookup(settings))
         spider_class_for(site)

@@ -1,40 +1,160 @@
-"""``scrapy crawl``, with webcrawl's checks first.
+"""``scrapy crawl``, with webcrawl's checks first and one-line errors.
 
-Before anything starts, the crawl's settings are validated and the Redis named by
-``WEBCRAWL_REDIS_URL`` must answer; any problem ends the command with one line naming the setting
-or the server (exit status 2), not a traceback, and before any request.
+Before the crawler process exists (so before Scrapy's start-up log), the command builds the spider
+loader, finds the spider, applies its site file's settings to a copy of the settings and checks
+them: the crawl-state settings (:class:`~webcrawl.config.StateConfig`), the list settings
+(:data:`~webcrawl.settingtypes.LIST_SETTINGS`, which may be given as ``a,b`` or as a JSON list:
+text values are turned into lists here, for every component) and, when ``WEBCRAWL_REDIS_URL`` is
+set, that its Redis answers. Any problem ends the command with one line,
+``scrapy: error: <what>; <hint>``, and exit status 2, before any request.
+
+A mistake only a component notices while the crawler is built (its ``from_crawler``, the DNS
+resolver when the reactor starts) is printed the same way once the process has stopped; an
+exception that is not a user's mistake (see :func:`~webcrawl.commands._errors.user_error_message`)
+keeps its traceback and exit status 1.
+
+Exit status: 0 when the crawl ran, even if it fetched nothing (the closing extension's WARNING
+says why); 1 when it failed to start for another reason; 2 for a usage or setting error.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import asyncio
+import logging
+from typing import TYPE_CHECKING, Any
 
+from scrapy.addons import AddonManager
 from scrapy.commands.crawl import Command as ScrapyCrawlCommand
 from scrapy.exceptions import UsageError
+from scrapy.spiderloader import get_spider_loader
 from scrapy.utils.misc import load_object
 
+from webcrawl.commands._errors import fail, one_line, user_error_message
 from webcrawl.config import StateConfig
+from webcrawl.net.addresses import parse_networks
 from webcrawl.scheduler import ReadyQueueScheduler
-from webcrawl.state.connection import RedisUnavailable, connect
+from webcrawl.settingtypes import LIST_SETTINGS, get_list, parse_list
+from webcrawl.state.connection import connect
 
 if TYPE_CHECKING:
     import argparse
 
+    from scrapy.settings import BaseSettings, Settings
+
+logger = logging.getLogger(__name__)
+
 
 class Command(ScrapyCrawlCommand):
-    def run(self, args: list[str], opts: argparse.Namespace) -> None:
+    def process_options(self, args: list[str], opts: argparse.Namespace) -> None:
+        super().process_options(args, opts)
+        assert self.settings is not None
+        _lists_from_text(self.settings)
         if len(args) == 1:
             self.preflight(args[0])
-        super().run(args, opts)
 
     def preflight(self, spider_name: str) -> None:
+        """Check what can be checked without starting anything; exit with one line if wrong."""
         assert self.settings is not None
-        scheduler = load_object(self.settings["SCHEDULER"])
-        if not issubclass(scheduler, ReadyQueueScheduler):
-            return
+        settings = self.settings.copy()
         try:
-            config = StateConfig.from_settings(self.settings, spider_name)
-            if config.redis_url:
-                connect(config.redis_url).close()
-        except (ValueError, RedisUnavailable) as exc:
-            raise UsageError(str(exc), print_help=False) from exc
+            AddonManager.load_pre_crawler_settings(settings)
+            loader = get_spider_loader(settings)
+            spidercls = loader.load(spider_name)
+        except KeyError as exc:  # the loader's "no such spider", with its hints
+            fail(str(exc) if isinstance(exc.args[0], str) else f"no spider named {spider_name!r}")
+        except Exception as exc:
+            message = user_error_message(exc, settings)
+            if message is None:
+                raise
+            fail(message)
+        spidercls.update_settings(settings)  # the site file's settings, at spider priority
+        try:
+            check_settings(settings, spidercls.name or spider_name)
+        except Exception as exc:
+            message = user_error_message(exc, settings)
+            if message is None:
+                raise
+            fail(message)
+
+    def run(self, args: list[str], opts: argparse.Namespace) -> None:
+        if len(args) < 1:
+            raise UsageError
+        if len(args) > 1:
+            raise UsageError("running 'scrapy crawl' with more than one spider is not supported")
+        assert self.crawler_process is not None
+        try:
+            crawler = self._create_crawler(args[0])
+        except KeyError as exc:  # checked in preflight; kept for callers that skip it
+            fail(str(exc))
+        watch = _BootstrapWatch(self.settings)
+        watch.follow(self.crawler_process.crawl(crawler, **opts.spargs))
+        try:
+            self.crawler_process.start()
+        except Exception as exc:  # built when the reactor starts: the DNS resolver
+            message = user_error_message(exc, self.settings)
+            if message is None:
+                raise
+            fail(message)
+        if watch.user_error is not None:
+            fail(watch.user_error)
+        if self.crawler_process.bootstrap_failed:
+            self.exitcode = 1
+
+
+def check_settings(settings: BaseSettings, spider_name: str) -> None:
+    """Raise the first user error in ``settings`` (a ``ValueError`` naming the setting, or
+    :class:`~webcrawl.state.connection.RedisUnavailable`)."""
+    parse_networks(get_list(settings, "WEBCRAWL_ALLOWED_PRIVATE_NETWORKS"))
+    get_list(settings, "WEBCRAWL_HEALTH_HTTP_CODES", item=int)
+    scheduler = load_object(settings["SCHEDULER"])
+    if not (isinstance(scheduler, type) and issubclass(scheduler, ReadyQueueScheduler)):
+        return  # another scheduler (a baseline run): its settings are its own
+    config = StateConfig.from_settings(settings, spider_name)
+    if config.redis_url:
+        connect(config.redis_url).close()
+
+
+def _lists_from_text(settings: Settings) -> None:
+    """Turn list settings given as text (``a,b`` or a JSON list) into lists, at the same
+    priority, so every component reads a list whichever way it reads the setting."""
+    for name, separator in LIST_SETTINGS.items():
+        value = settings.get(name)
+        if not isinstance(value, str):
+            continue
+        try:
+            parsed = parse_list(name, value, separator=separator)
+        except ValueError as exc:
+            fail(str(exc))
+        settings.set(name, parsed, priority=settings.getpriority(name) or "cmdline")
+
+
+class _BootstrapWatch:
+    """Catches a user's mistake raised while the crawler is being built, so it can be printed
+    as one line after the process stops; anything else is logged with its traceback."""
+
+    def __init__(self, settings: BaseSettings | None) -> None:
+        self.settings = settings
+        self.user_error: str | None = None
+
+    def follow(self, crawl: Any) -> None:
+        if isinstance(crawl, asyncio.Future):
+            crawl.add_done_callback(self._task_done)
+        elif hasattr(crawl, "addErrback"):  # a Deferred (Scrapy's Twisted-only process)
+            crawl.addErrback(self._failed)
+
+    def _task_done(self, task: asyncio.Future[Any]) -> None:
+        if task.cancelled():
+            return
+        exc = task.exception()  # retrieved: asyncio no longer reports it itself
+        if exc is not None and not self._note(exc):
+            logger.error("The crawl could not start", exc_info=exc)
+
+    def _failed(self, failure: Any) -> Any:
+        return None if self._note(failure.value) else failure
+
+    def _note(self, exc: BaseException) -> bool:
+        message = user_error_message(exc, self.settings)
+        if message is None:
+            return False
+        self.user_error = one_line(message)
+        return True

@@ -1,26 +1,37 @@
-"""``scrapy crawlstate <crawl> [--clear]``: what a crawl holds in Redis, or clear it.
+"""``scrapy crawlstate <crawl> [--queue | --clear] [--yes]``: what a crawl holds in Redis, or
+clear part or all of it.
+
+Without options it prints the crawl's queue: queued and in-flight requests, hosts, the largest
+frontiers. ``--queue`` deletes the queue only (frontiers, ready hosts, leases, deferred requests);
+``--clear`` deletes everything the crawl knows (the queue, the seen filter, page histories and
+their stored-body pointers, learned statistics, every cycle). Either first lists what it will
+delete, with counts, and asks; ``--yes`` skips the question (needed when stdin is not a
+terminal; declining exits with status 1). Which keys each covers is :mod:`webcrawl.state.clearing`'s business.
 
 Closing a crawl never deletes its shared state; this command (or ``WEBCRAWL_RESET``) is how a user
-starts one afresh.
+starts one afresh. A crawl with no keys in Redis is an error (exit status 2), naming the crawls
+that are there.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
 
-from webcrawl.config import StateConfig
-from webcrawl.state.connection import RedisUnavailable, open_handle
-from webcrawl.state.frontier import Frontier
+from webcrawl.commands._errors import fail
+from webcrawl.commands._oneshot import command_redis
+from webcrawl.state import clearing
 from webcrawl.state.keys import CrawlKeys, validate_crawl_name
-from webcrawl.state.seen import BloomParams
 
 if TYPE_CHECKING:
     import redis
+
+    from webcrawl.commands._oneshot import CommandRedis
 
 
 def _report(client: redis.Redis, keys: CrawlKeys, now: float, top: int) -> list[str]:
@@ -30,6 +41,7 @@ def _report(client: redis.Redis, keys: CrawlKeys, now: float, top: int) -> list[
         f"crawl {keys.crawl!r}",
         f"  queued requests:    {queued}",
         f"  in flight (leased): {client.zcard(keys.leases)}",
+        f"  deferred:           {client.llen(keys.deferred)} (waiting for the next cycle)",
         f"  evicted so far:     {int(client.get(keys.evicted) or 0)}",
         f"  domains queued:     {len(domains)} ({sum(1 for _, t in domains if t <= now)} ready now)",
         f"  seen filter:        {client.strlen(keys.seen)} bytes",
@@ -43,36 +55,92 @@ def _report(client: redis.Redis, keys: CrawlKeys, now: float, top: int) -> list[
     return lines
 
 
+def _confirm(question: str) -> bool:
+    if not sys.stdin.isatty():
+        fail("not deleting without confirmation: stdin is not a terminal",
+             "add --yes to delete without asking")
+    try:
+        answer = input(f"{question} [y/N] ")
+    except EOFError:
+        return False
+    return answer.strip().lower() in ("y", "yes")
+
+
 class Command(ScrapyCommand):
     requires_project = True
-    default_settings = {"LOG_ENABLED": False}
+    requires_crawler_process = False
+    default_settings: ClassVar[dict[str, Any]] = {"LOG_ENABLED": False}
 
     def syntax(self) -> str:
-        return "<crawl> [--clear]"
+        return "<crawl> [--queue | --clear] [--yes]"
 
     def short_desc(self) -> str:
-        return "Show a crawl's state in Redis (frontiers, ready domains, leases), or clear it"
+        return "Show a crawl's queue in Redis, or clear its queue (--queue) or all its state (--clear)"
+
+    def long_desc(self) -> str:
+        return (
+            "Print a crawl's queue in Redis: queued, in-flight and deferred requests, hosts, the "
+            "largest frontiers. --queue deletes the queue only (frontiers, ready hosts, leases, "
+            "deferred requests); the seen filter, page histories and cycles stay. --clear "
+            "deletes everything the crawl knows: the queue, the seen filter, page histories and "
+            "their stored-body pointers (the bodies on disk stay), learned statistics and every "
+            "cycle (the report's history). Both list what they will delete, with counts, and "
+            "ask first; --yes deletes without asking."
+        )
 
     def add_options(self, parser: argparse.ArgumentParser) -> None:
         super().add_options(parser)
-        parser.add_argument("--clear", action="store_true", help="delete every key of the crawl")
+        parser.add_argument("--queue", action="store_true",
+                            help="delete the queue only (frontiers, ready hosts, leases, "
+                                 "deferred requests)")
+        parser.add_argument("--clear", action="store_true",
+                            help="delete everything the crawl knows (queue, seen filter, "
+                                 "histories, cycles)")
+        parser.add_argument("--yes", "-y", action="store_true",
+                            help="delete without asking")
         parser.add_argument("--top", type=int, default=10, help="frontiers to list (default 10)")
 
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
         if len(args) != 1:
             raise UsageError("name one crawl (a spider name, or its WEBCRAWL_CRAWL_NAME)")
+        if opts.queue and opts.clear:
+            raise UsageError("give --queue or --clear, not both")
         assert self.settings is not None
         try:
-            config = StateConfig.from_settings(self.settings, args[0])
-            handle = open_handle(config.redis_url, config.data_dir)
-        except (ValueError, RedisUnavailable) as exc:
-            raise UsageError(str(exc), print_help=False) from exc
-        keys = CrawlKeys(validate_crawl_name(args[0]))
-        if opts.clear:
-            frontier = Frontier(handle.client, keys, BloomParams(1, 0.5), cap=0, default_delay=0,
-                                lease_seconds=1)
-            print(f"cleared crawl {keys.crawl!r}: {frontier.clear()} keys deleted")
-        else:
-            print("\n".join(_report(handle.client, keys, time.time(), opts.top)))
-        if handle.embedded is not None:
-            handle.embedded.release(handle.client)
+            keys = CrawlKeys(validate_crawl_name(args[0]))
+        except ValueError as exc:
+            fail(str(exc))
+        with command_redis(self.settings, args[0], must_exist=True) as redis_:
+            if not clearing.crawl_has_keys(redis_.client, keys):
+                self._unknown(redis_, keys.crawl)
+            if opts.queue or opts.clear:
+                done = self._clear(redis_.client, keys, everything=opts.clear, yes=opts.yes)
+                self.exitcode = 0 if done else 1
+            else:
+                print("\n".join(_report(redis_.client, keys, time.time(), opts.top)))
+
+    @staticmethod
+    def _unknown(redis_: CommandRedis, crawl: str) -> None:
+        others = clearing.known_crawls(redis_.client)
+        there = ("crawls there: " + ", ".join(others)) if others else "it holds no crawl"
+        fail(f"no crawl {crawl!r} in {redis_.where}", there)
+
+    @staticmethod
+    def _clear(client: redis.Redis, keys: CrawlKeys, *, everything: bool, yes: bool) -> bool:
+        """List what goes, ask, delete; whether it deleted."""
+        plan = clearing.everything(client, keys) if everything else clearing.queue(client, keys)
+        what = "everything the crawl knows" if everything else "the queue"
+        print(f"crawl {keys.crawl!r}: deleting {what}, {plan.keys} Redis "
+              f"key{'s' if plan.keys != 1 else ''}:")
+        for group in plan.groups:
+            print("  " + group.line())
+        if not everything:
+            print("  kept: the seen filter (URLs already met are not queued again), page "
+                  "histories, cycles")
+        if not yes and not _confirm("Delete them?"):
+            print("nothing deleted")
+            return False
+        deleted = (clearing.clear_everything(client, keys) if everything
+                   else clearing.clear_queue(client, keys))
+        print(f"crawl {keys.crawl!r}: {what} deleted ({deleted} keys)")
+        return True

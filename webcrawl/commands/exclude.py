@@ -1,24 +1,28 @@
 """``scrapy exclude <domain> [--remove | --list]``: the shared exclusion list.
 
 A domain on the list is never fetched again by any crawl on this Redis: every running process
-obeys at once, and its queued requests are dropped.
+obeys at once, and its queued requests are dropped. The Redis is the crawl's (``WEBCRAWL_REDIS_URL``
+or the embedded server under ``WEBCRAWL_DATA_DIR``); an embedded server this command started is
+stopped again when it exits.
 """
 
 from __future__ import annotations
 
 import argparse
+from typing import Any, ClassVar
 
 from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
 
-from webcrawl.config import StateConfig
-from webcrawl.state.connection import RedisUnavailable, open_handle
-from webcrawl.state.exclusion import exclude, excluded, unexclude
+from webcrawl.commands._errors import fail
+from webcrawl.commands._oneshot import command_redis
+from webcrawl.state.exclusion import exclude, excluded, normalise, unexclude
 
 
 class Command(ScrapyCommand):
     requires_project = True
-    default_settings = {"LOG_ENABLED": False}
+    requires_crawler_process = False
+    default_settings: ClassVar[dict[str, Any]] = {"LOG_ENABLED": False}
 
     def syntax(self) -> str:
         return "<domain> [--remove] | --list"
@@ -35,22 +39,17 @@ class Command(ScrapyCommand):
         if opts.list == bool(args) or len(args) > 1:
             raise UsageError("name one domain, or --list")
         assert self.settings is not None
-        try:
-            config = StateConfig.from_settings(self.settings, "exclude")
-            handle = open_handle(config.redis_url, config.data_dir)
-        except (ValueError, RedisUnavailable) as exc:
-            raise UsageError(str(exc), print_help=False) from exc
-        try:
+        if args:
+            try:
+                normalise(args[0])  # a bad name fails before any server is started
+            except ValueError as exc:
+                fail(str(exc))
+        with command_redis(self.settings, "exclude") as redis_:
             if opts.list:
-                print("\n".join(excluded(handle.client)) or "(no excluded domains)")
+                print("\n".join(excluded(redis_.client)) or "(no excluded domains)")
             elif opts.remove:
-                found = unexclude(handle.client, args[0])
+                found = unexclude(redis_.client, args[0])
                 print(f"{args[0]}: {'removed from' if found else 'was not on'} the exclusion list")
             else:
-                dropped = exclude(handle.client, args[0])
+                dropped = exclude(redis_.client, args[0])
                 print(f"{args[0]}: excluded; {dropped} queued requests dropped")
-        except ValueError as exc:
-            raise UsageError(str(exc), print_help=False) from exc
-        finally:
-            if handle.embedded is not None:
-                handle.embedded.release(handle.client)
