@@ -1,8 +1,13 @@
-"""``python -m bench [name ...]``: run the named benchmarks (all when none is named)."""
+"""``python -m bench [name ...]``: run the named benchmarks (all when none is named).
+
+``python -m bench NAME --option ...``: options after one benchmark's name go to that
+benchmark's ``main(argv)``; benchmarks whose ``main()`` takes no arguments take no options.
+"""
 
 from __future__ import annotations
 
 import importlib
+import inspect
 import pkgutil
 import sys
 from pathlib import Path
@@ -13,13 +18,26 @@ def main(argv: list[str]) -> int:
     available = sorted(
         m.name for m in pkgutil.iter_modules([str(here)]) if m.name.startswith("bench_")
     )
-    wanted = [f"bench_{n.removeprefix('bench_')}" for n in argv] or available
+    first_option = next((i for i, a in enumerate(argv) if a.startswith("-")), len(argv))
+    names, options = argv[:first_option], argv[first_option:]
+    if options and len(names) != 1:
+        print("options go to one benchmark: python -m bench NAME --option ...", file=sys.stderr)
+        return 2
+    wanted = [f"bench_{n.removeprefix('bench_')}" for n in names] or available
     for name in wanted:
         if name not in available:
             print(f"unknown benchmark {name!r}; available: {', '.join(available)}", file=sys.stderr)
             return 2
+    for name in wanted:
         print(f"== {name}", flush=True)
-        importlib.import_module(f"bench.{name}").main()
+        entry = importlib.import_module(f"bench.{name}").main
+        if options:
+            if not inspect.signature(entry).parameters:
+                print(f"{name} takes no options", file=sys.stderr)
+                return 2
+            entry(options)
+        else:
+            entry()
     return 0
 
 

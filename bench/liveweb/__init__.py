@@ -1,0 +1,48 @@
+"""A changing test web that knows the truth, for measuring a crawler's freshness from outside.
+
+What it simulates: several shops, one per loopback host (default four on 127.0.0.2-5, about
+1,130 pages). Each has a hub, category listings (about 20 products each, with name, price and
+stock) and product pages (name, price, stock, description, plus noise on every load: a served-at
+stamp and an ad token, so the raw HTML changes while the record does not), robots.txt and a
+sitemap. Products change as Poisson processes whose mean intervals are mixed like Cho &
+Garcia-Molina's measurements (23% faster than daily, 15% daily-weekly, 16% weekly-monthly, 16%
+monthly-4 months, 30% slower); a change touches price or stock (visible in the listing) or only
+the description. About 8% of products are linked from no category (sitemap only) and 5% appear
+during the run (404 before; a few only in the sitemap). The shops differ: validators honest,
+ignored or absent; sitemap lastmod accurate, bogus (the serving time) or absent; one sitemap
+index; one sitemap announced only by robots.txt; one host with ``Crawl-delay: 1``; one host
+answering 429 with ``Retry-After`` during a window (40-50% of the run). Values by tier: hub 1,
+category 3, product 10, critical product 30 (page types and a URL rule the crawler can see).
+
+Time axis: real seconds from the server's start (crawlers compare dates with their own clock).
+One "day" of the change model is ``day_seconds`` (60 s), so a 10-minute run spans ten days: at
+about 10 credits/s a page can be revisited every couple of "days", the fastest pages cannot be
+kept fresh at any affordable rate, the daily-weekly band is the best buy, the slowest rarely
+change.
+
+Scoring (:mod:`bench.liveweb.evaluate`) reads only the server's request log, its header file
+and the regenerated scenario. A copy is fresh while the version the crawler last fetched (a 200,
+or a 304 keeping it) is the live one; pages not yet fetched, and pages born during the run from
+their birth, are stale. Freshness is time-averaged and value-weighted over the window
+[warm-up, end]; the warm-up (default a fifth of the run) leaves out the first discovery pass,
+and the whole run is reported too. Costs: a credit per answered request (status < 500, not
+429), bytes as written. The references (:mod:`bench.liveweb.oracle`): the true-rate optimum
+with per-host caps, uniform and proportional, at the run's own spend rate on pages, in credits
+and in full-page bytes.
+
+Parts: ``params`` / ``scenario`` (the truth), ``site`` / ``pages`` / ``server`` (serving it),
+``process`` (start and stop it from Python), ``evaluate`` (the score), ``roundrobin/`` (the naive
+baseline crawler), ``crawlers`` (how each crawler is invoked), ``sites/liveweb.toml`` (the test
+web as a webcrawl site file). Nothing here imports webcrawl.
+"""
+
+from __future__ import annotations
+
+from bench.liveweb.evaluate import evaluate, evaluate_entries, markdown
+from bench.liveweb.params import DEFAULT_SHOPS, TIER_VALUES, ScenarioParams, ShopSpec
+from bench.liveweb.process import ServerProcess, read_header, read_log
+from bench.liveweb.scenario import Page, Record, Scenario
+
+__all__ = ["DEFAULT_SHOPS", "Page", "Record", "Scenario", "ScenarioParams", "ServerProcess",
+           "ShopSpec", "TIER_VALUES", "evaluate", "evaluate_entries", "markdown", "read_header",
+           "read_log"]

@@ -1,0 +1,106 @@
+"""The crawlers the benchmark runs against the test web, each as its own ``scrapy crawl`` process.
+
+:func:`webcrawl_invocation` is the one place that knows how webcrawl is told to crawl the test
+web continuously at a budget rate and stop after a time; :func:`roundrobin_invocation` does the
+same for the baseline, which runs with its own settings module and nothing from webcrawl.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench.liveweb.process import REPO
+
+__all__ = ["CRAWLERS", "Invocation", "SITE_FILE", "run_crawler", "roundrobin_invocation",
+           "site_urls", "webcrawl_invocation"]
+
+SITES_DIR = Path(__file__).resolve().parent / "sites"
+SITE_FILE = SITES_DIR / "liveweb.toml"
+CRAWLERS = ("webcrawl", "roundrobin")
+
+
+@dataclass(frozen=True)
+class Invocation:
+    argv: list[str]
+    env: dict[str, str]
+
+
+def _env(**extra: str) -> dict[str, str]:
+    path = str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")
+    return dict(os.environ, PYTHONPATH=path, **extra)
+
+
+def webcrawl_invocation(port: int, seconds: float, budget_rate: float, data_dir: Path,
+                        cycle_seconds: float = 60.0) -> Invocation:
+    """``scrapy crawl liveweb`` with the project's settings, continuous 60-second cycles whose
+    budget is ``budget_rate`` credits per second, stopping after ``seconds``; its Redis and
+    stored bodies in ``data_dir``. Update here when the continuous-mode options change."""
+    argv = [sys.executable, "-m", "scrapy", "crawl", "liveweb",
+            "-s", "WEBCRAWL_CYCLE_CONTINUOUS=True",
+            "-s", f"WEBCRAWL_CYCLE_SECONDS={cycle_seconds:g}",
+            "-s", f"WEBCRAWL_BUDGET_PER_CYCLE={budget_rate * cycle_seconds:g}",
+            "-s", f"CLOSESPIDER_TIMEOUT={seconds:g}"]
+    return Invocation(argv, _env(SCRAPY_SETTINGS_MODULE="webcrawl.settings",
+                                 WEBCRAWL_SITES_DIR=str(SITES_DIR),
+                                 WEBCRAWL_DATA_DIR=str(data_dir), LIVEWEB_PORT=str(port)))
+
+
+def site_urls(port: int) -> tuple[list[str], list[str]]:
+    """The site file's seeds and sitemaps for a server on ``port``."""
+    site = tomllib.loads(SITE_FILE.read_text())
+
+    def expand(url: str) -> str:
+        return url.replace("${LIVEWEB_PORT}", str(port))
+
+    return [expand(u) for u in site["seeds"]], [expand(u) for u in site["sitemaps"]]
+
+
+def roundrobin_invocation(port: int, seconds: float, budget_rate: float) -> Invocation:
+    """The round-robin baseline on the same seeds and sitemaps, at the same budget rate."""
+    seeds, sitemaps = site_urls(port)
+    argv = [sys.executable, "-m", "scrapy", "crawl", "roundrobin",
+            "-a", "seeds=" + ",".join(seeds), "-a", "sitemaps=" + ",".join(sitemaps),
+            "-a", f"budget={budget_rate:g}", "-s", f"CLOSESPIDER_TIMEOUT={seconds:g}"]
+    return Invocation(argv, _env(SCRAPY_SETTINGS_MODULE="bench.liveweb.roundrobin.settings"))
+
+
+def invocation_for(crawler: str, port: int, seconds: float, budget_rate: float,
+                   folder: Path) -> Invocation:
+    if crawler == "webcrawl":
+        return webcrawl_invocation(port, seconds, budget_rate, folder / "data")
+    if crawler == "roundrobin":
+        return roundrobin_invocation(port, seconds, budget_rate)
+    raise ValueError(f"unknown crawler {crawler!r}, expected one of {CRAWLERS}")
+
+
+def run_crawler(invocation: Invocation, folder: Path, until_monotonic: float,
+                grace: float = 60.0) -> int:
+    """Run the crawler in ``folder`` (its working directory; output in ``crawl.log``) until it
+    exits or ``until_monotonic``; then SIGINT (Scrapy's graceful stop), and after ``grace``
+    seconds SIGKILL to its whole process group (its embedded Redis included). Returns the exit
+    status."""
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / "crawl.log", "wb") as log:
+        process = subprocess.Popen(invocation.argv, cwd=folder, env=invocation.env, stdout=log,
+                                   stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        status = process.wait(max(0.0, until_monotonic - time.monotonic()))
+    except subprocess.TimeoutExpired:
+        process.send_signal(signal.SIGINT)  # the leader only: its Redis must outlive its close
+        try:
+            status = process.wait(grace)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            status = process.wait()
+    try:  # anything of the crawl still alive in its group (an orphaned Redis) goes too
+        os.killpg(process.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        pass
+    return status
