@@ -1,0 +1,177 @@
+"""nginx serving folders on loopback addresses, with a request log the benchmark reads.
+
+:class:`Nginx` writes its own configuration into a temporary folder (no system file is touched:
+pid, logs and temp paths all live there), runs ``nginx -g 'daemon off;'`` as a child process with
+one worker, and stops it at the end. Each site is one ``server`` on its own 127.0.0.x address; all
+share one port, picked free on every address. Every request is logged, unbuffered, with the file
+it was answered from (after ``/dir/`` became ``dir/index.html``), so what a crawl fetched is read
+from the server's side, not from the crawler's own account.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import signal
+import socket
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench._scheduler_redis import cpu_seconds, wait_until
+
+MIME_TYPES = Path("/etc/nginx/mime.types")
+
+_CONFIG = """\
+worker_processes 1;
+error_log {folder}/error.log warn;
+pid {folder}/nginx.pid;
+events {{ worker_connections 4096; }}
+http {{
+    {types}
+    default_type application/octet-stream;
+    sendfile on;
+    tcp_nodelay on;
+    keepalive_timeout 65;
+    keepalive_requests 1000000;
+    absolute_redirect off;
+    log_not_found off;
+    client_body_temp_path {folder}/tmp/body;
+    proxy_temp_path {folder}/tmp/proxy;
+    fastcgi_temp_path {folder}/tmp/fastcgi;
+    uwsgi_temp_path {folder}/tmp/uwsgi;
+    scgi_temp_path {folder}/tmp/scgi;
+    log_format bench '$msec $status $body_bytes_sent "$request_filename" "$request_uri"';
+{servers}
+}}
+"""
+_SERVER = """\
+    server {{
+        listen {address}:{port};
+        root {root};
+        index index.html;
+        access_log {log} bench;
+    }}
+"""
+_LINE = re.compile(r'^(\d+\.\d+) (\d{3}) (\d+) "(.*)" "(.*)"$')
+
+
+@dataclass(frozen=True)
+class Access:
+    """One request as nginx logged it: ``file`` relative to the site's root ('' outside it)."""
+
+    time: float
+    status: int
+    bytes: int
+    file: str
+    uri: str
+
+
+class Nginx:
+    """``sites`` maps a name to ``(address, root folder)``."""
+
+    def __init__(self, folder: Path, sites: dict[str, tuple[str, Path]]) -> None:
+        binary = shutil.which("nginx") or ("/usr/sbin/nginx" if Path("/usr/sbin/nginx").exists() else None)
+        if binary is None:
+            raise RuntimeError("nginx is not installed (apt-get install nginx)")
+        self.binary, self.folder, self.sites = binary, folder, sites
+        self.port = 0
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def log_path(self, name: str) -> Path:
+        return self.folder / f"{name}.access.log"
+
+    def start(self) -> Nginx:
+        (self.folder / "tmp").mkdir(parents=True, exist_ok=True)
+        for _ in range(10):  # another process may take the port between probing and binding
+            self.port = _port_free_on([address for address, _ in self.sites.values()])
+            (self.folder / "nginx.conf").write_text(self._config())
+            self.process = subprocess.Popen(
+                [self.binary, "-p", str(self.folder), "-c", str(self.folder / "nginx.conf"),
+                 "-g", "daemon off;"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            if wait_until(lambda: self.process.poll() is not None or self._listening(), 20) \
+                    and self.process.poll() is None:
+                return self
+            self.stop()
+        raise RuntimeError(f"nginx did not start: {(self.folder / 'error.log').read_text()[-2000:]}")
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGQUIT)  # graceful: workers finish, logs are flushed
+            try:
+                self.process.wait(15)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        if self.process is not None and self.process.stderr is not None:
+            self.process.stderr.close()
+
+    def __enter__(self) -> Nginx:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def base_url(self, name: str) -> str:
+        return f"http://{self.sites[name][0]}:{self.port}"
+
+    def read_log(self, name: str) -> list[Access]:
+        """Every request to site ``name`` so far, in the order nginx finished them."""
+        root = str(self.sites[name][1]).rstrip("/") + "/"
+        entries = []
+        with open(self.log_path(name), encoding="utf-8", errors="replace") as f:
+            for line in f:
+                match = _LINE.match(line.rstrip("\n"))
+                if match is None:
+                    continue  # a torn last line
+                at, status, size, filename, uri = match.groups()
+                file = filename[len(root):] if filename.startswith(root) else ""
+                entries.append(Access(float(at), int(status), int(size), file, uri))
+        return entries
+
+    def cpu_seconds(self) -> float:
+        """CPU seconds of the master and its workers so far."""
+        assert self.process is not None
+        pids = [self.process.pid]
+        children = Path(f"/proc/{self.process.pid}/task/{self.process.pid}/children")
+        if children.exists():
+            pids += [int(p) for p in children.read_text().split()]
+        total = 0.0
+        for pid in pids:
+            try:
+                total += cpu_seconds(pid)
+            except (FileNotFoundError, ProcessLookupError):
+                pass
+        return total
+
+    def _config(self) -> str:
+        types = f"include {MIME_TYPES};" if MIME_TYPES.exists() else \
+            "types { text/html html htm; text/plain txt; text/css css; }"
+        servers = "".join(_SERVER.format(address=address, port=self.port, root=root,
+                                         log=self.log_path(name))
+                          for name, (address, root) in self.sites.items())
+        return _CONFIG.format(folder=self.folder, types=types, servers=servers)
+
+    def _listening(self) -> bool:
+        for address, _ in self.sites.values():
+            try:
+                socket.create_connection((address, self.port), timeout=1).close()
+            except OSError:
+                return False
+        return True
+
+
+def _port_free_on(addresses: list[str]) -> int:
+    """A port free on every address: the first one's free port, checked on the others."""
+    for _ in range(50):
+        with socket.socket() as probe:
+            probe.bind((addresses[0], 0))
+            port = int(probe.getsockname()[1])
+        try:
+            for address in addresses[1:]:
+                with socket.socket() as other:
+                    other.bind((address, port))
+            return port
+        except OSError:
+            continue
+    raise OSError(f"no port free on all of {addresses}")

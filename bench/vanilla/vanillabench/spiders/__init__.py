@@ -1,0 +1,1 @@
+"""The baseline's spiders."""
