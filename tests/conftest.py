@@ -83,3 +83,35 @@ def redis_client(redis_server: RedisServer, redis_url: str) -> Iterator[redis.Re
     client = redis_server.client()
     yield client
     client.close()
+
+
+# A real Redis Cluster (tests/rediscluster.py): masters on 127.0.0.1 formed with redis-py alone.
+from tests.rediscluster import LocalRedisCluster  # noqa: E402  (kept with the fixtures it serves)
+
+
+@pytest.fixture(scope="session")
+def redis_cluster() -> Iterator[LocalRedisCluster]:
+    """Three masters, no replicas, shared by the whole session (about 2 s to form: Redis keeps
+    a new master unwritable for 2 s). A generous node timeout: a node slowed down by a busy
+    machine must not be voted out mid-test."""
+    cluster = LocalRedisCluster(masters=3, replicas_per_master=0, node_timeout_ms=5000)
+    cluster.start()
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture
+def redis_cluster_url(redis_cluster: LocalRedisCluster) -> str:
+    """URL of one node of the shared test cluster, every master emptied before each test."""
+    redis_cluster.flush()
+    return redis_cluster.url
+
+
+@pytest.fixture
+def redis_cluster_with_replicas() -> Iterator[LocalRedisCluster]:
+    """A cluster of its own for one test: three masters with one replica each and a 2000 ms node
+    timeout, so a killed master is replaced in about 4 s."""
+    cluster = LocalRedisCluster(masters=3, replicas_per_master=1, node_timeout_ms=2000)
+    cluster.start()
+    yield cluster
+    cluster.stop()
