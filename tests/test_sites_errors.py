@@ -37,7 +37,7 @@ CASES: list[tuple[str, Any, str]] = [
     ("politeness.user_agnt", "x", "politeness.user_agnt: unknown key, expected one of: "
      "min_delay_seconds, user_agent (did you mean 'user_agent'?)"),
     ("budget.reserve.re_estimation", 0.1, "budget.reserve.re_estimation: unknown key, expected "
-     "one of: discovery, reestimation, verification (did you mean 'reestimation'?)"),
+     "one of: detectors, discovery, reestimation, verification (did you mean 'reestimation'?)"),
     ("page_types[2].fields.price", {"css": "span", "atr": "x"},
      "page_types[2].fields.price.atr: unknown key, expected one of: attr, css, many "
      "(did you mean 'attr'?)"),
@@ -95,8 +95,10 @@ CASES: list[tuple[str, Any, str]] = [
     ("budget.reserve.discovery", 1.5, "budget.reserve.discovery: got 1.5, expected a number "
      ">= 0 and <= 1 (share of the cycle budget)"),
     ("budget.reserve.verification", 0.75, "budget.reserve: got discovery 0.2 + reestimation "
-     "0.1 + verification 0.75 = 1.05, expected shares that sum to less than 1 (the rest pays "
-     "for scored revisits)"),
+     "0.1 + verification 0.75 + detectors 0.08 = 1.13, expected shares that sum to less than 1 "
+     "(the rest pays for scored revisits)"),
+    ("budget.stop_after_seconds", 60, "budget.stop_after_seconds: got 60 without continuous mode, "
+     "expected continuous = true beside it (a one-run cycle ends with its budget or work)"),
     ("budget", DELETE, "budget: missing, expected a [budget] table with billing, "
      "amount_per_cycle and cycle_seconds"),
     # page types: regexes, selectors, fields

@@ -95,7 +95,7 @@ def test_valid_document_becomes_typed_objects() -> None:
     assert site.politeness == Politeness("testbot/1.0 (+https://bots.example/testbot)", 2.0)
     assert isinstance(site.politeness.min_delay_seconds, float)
     assert site.budget == Budget("credits", 1000.0, 86400.0, Reserves(0.2, 0.1, 0.05))
-    assert site.budget.reserves.total == pytest.approx(0.35)
+    assert site.budget.reserves.total == pytest.approx(0.43)
     assert [p.name for p in site.page_types] == ["home", "category", "product"]
     assert [p.tier for p in site.page_types] == [1, 2, 4]
     product = site.page_types[2]

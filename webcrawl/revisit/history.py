@@ -6,7 +6,7 @@ What the estimator needs from a page's visits (see estimate.py), kept in constan
   censored likelihood of those visits is ``exp(-rate * sum)``, so the sum is all it needs.
 - changed intervals (the record changed, we do not know how often): their likelihood term
   ``ln(1 - exp(-rate * t))`` depends on each ``t``, so no single sum suffices. We keep a histogram
-  over interval bins spaced by a factor sqrt(2) (60 s, 85 s, 120 s, ... about 30 years;
+  over interval bins spaced by a factor sqrt(2) (1 s, 1.4 s, 2 s, ... about 8 years;
   :data:`NBINS` bins), each with the count and the sum of its intervals, and evaluate the term
   at the bin mean (a page uses a few bins, stored sparsely by :meth:`PageHistory.to_dict`). A crawler's
   intervals cluster (the planner revisits a page at a steady pace), so most pages use one or two
@@ -27,10 +27,11 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-#: Number of interval bins; bin b holds intervals in [60 * 2**(b/2), 60 * 2**((b+1)/2)) seconds
-#: (bin 0 also holds shorter ones, the last bin, from about 30 years, longer ones).
-NBINS = 48
-BIN_BASE_SECONDS = 60.0
+#: Number of interval bins; bin b holds intervals in [2**(b/2), 2**((b+1)/2)) seconds (bin 0 also
+#: holds shorter ones; the last bin, from about 8 years, longer ones). Fine bins at the short end
+#: matter: a crawl that revisits every few seconds must not lump 2 s and 60 s intervals together.
+NBINS = 56
+BIN_BASE_SECONDS = 1.0
 BINS_PER_DOUBLING = 2
 
 

@@ -1,7 +1,7 @@
 """robots.txt answers shared by every process through Redis, with a small in-process LRU in front.
 
-One Redis hash per origin, ``webcrawl:robots:<scheme://host:port>`` (see
-:mod:`webcrawl.state.keys`), with the fields:
+One Redis hash per origin, under the key ``key_for(origin)`` gives (the crawl's: in the host's
+shard, see :mod:`webcrawl.state.layout`), with the fields:
 
 | field | holds |
 | --- | --- |
@@ -26,14 +26,18 @@ from typing import TYPE_CHECKING, Any
 
 from webcrawl.clock import Clock, SystemClock
 from webcrawl.robots.policy import MAX_CACHE_SECONDS, Kind, RobotsPolicy, Verdict
-from webcrawl.state.keys import ROBOTS_PREFIX
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     import redis
+
+ROBOTS_PREFIX = "webcrawl:robots:"
 
 
 def robots_key(origin: str) -> str:
-    """Redis key of an origin's answer (``origin`` is ``scheme://host:port``)."""
+    """A stand-alone key of an origin's answer (``origin`` is ``scheme://host:port``), for a cache
+    used outside a crawl."""
     return ROBOTS_PREFIX + origin
 
 
@@ -48,10 +52,12 @@ class RobotsCache:
     """
 
     def __init__(self, redis_client: redis.Redis | None, *, lru_size: int = 1024,
-                 lru_seconds: float = 300.0, clock: Clock | None = None) -> None:
+                 lru_seconds: float = 300.0, clock: Clock | None = None,
+                 key_for: Callable[[str], str] = robots_key) -> None:
         if lru_size < 0 or lru_seconds < 0:
             raise ValueError(f"lru_size={lru_size!r} and lru_seconds={lru_seconds!r} must be >= 0")
         self.redis = redis_client
+        self.key_for = key_for
         self.lru_size = lru_size
         self.lru_seconds = lru_seconds
         self.clock: Clock = clock or SystemClock()
@@ -91,8 +97,8 @@ class RobotsCache:
         ttl = max(0.0, min(verdict.ttl, MAX_CACHE_SECONDS))
         expires = now + ttl
         if self.redis is not None and ttl > 0:
-            key = robots_key(origin)
-            pipe = self.redis.pipeline(transaction=True)
+            key = self.key_for(origin)
+            pipe = self.redis.pipeline(transaction=False)
             pipe.delete(key)
             pipe.hset(key, mapping={
                 "kind": verdict.policy.kind.value,
@@ -109,10 +115,10 @@ class RobotsCache:
         """Drop the origin's answer here and in Redis (the next request fetches robots.txt)."""
         self._lru.pop(origin, None)
         if self.redis is not None:
-            self.redis.delete(robots_key(origin))
+            self.redis.delete(self.key_for(origin))
 
     def _get_redis(self, origin: str, now: float) -> tuple[RobotsPolicy, float] | None:
-        raw: dict[Any, Any] = self.redis.hgetall(robots_key(origin)) if self.redis else {}
+        raw: dict[Any, Any] = self.redis.hgetall(self.key_for(origin)) if self.redis else {}
         if not raw:
             return None
         fields = {_text(k): _text(v) for k, v in raw.items()}

@@ -38,8 +38,9 @@ ROOT_KEYS = ("name", "seeds", "allowed_domains", "sitemaps", "objective", "polit
              "page_types", "limits", "allowed_private_networks", "trust", "cookies_enabled",
              "spider")
 POLITENESS_KEYS = ("min_delay_seconds", "user_agent")
-BUDGET_KEYS = ("billing", "amount_per_cycle", "cycle_seconds", "reserve")
-RESERVE_KEYS = ("discovery", "reestimation", "verification")
+BUDGET_KEYS = ("billing", "amount_per_cycle", "cycle_seconds", "reserve", "continuous",
+               "stop_after_seconds", "stop_after_cycles", "sitemap_seconds")
+RESERVE_KEYS = ("discovery", "reestimation", "verification", "detectors")
 PAGE_TYPE_KEYS = ("name", "url_pattern", "tier", "fields", "volatile", "listing", "value_rules",
                   "value_field")
 VALUE_RULE_KEYS = ("url_pattern", "tier")
@@ -119,19 +120,35 @@ def _budget(root: Table) -> Budget:
                               unit="share of the cycle budget"))
 
     reserves = Reserves(discovery=share("discovery"), reestimation=share("reestimation"),
-                        verification=share("verification"))
+                        verification=share("verification"), detectors=share("detectors"))
     if reserves.total >= 1:
         raise r.error(r.path, {k: getattr(reserves, k) for k in RESERVE_KEYS},
                       "shares that sum to less than 1 (the rest pays for scored revisits)",
-                      problem=f"got discovery {reserves.discovery:g} + reestimation "
-                              f"{reserves.reestimation:g} + verification "
-                              f"{reserves.verification:g} = {reserves.total:g}")
+                      problem="got " + " + ".join(f"{k} {getattr(reserves, k):g}" for k in RESERVE_KEYS)
+                              + f" = {reserves.total:g}")
+    cycle_seconds = t.number("cycle_seconds", minimum=1, maximum=366 * 86400, unit="seconds")
+    continuous = t.flag("continuous", False)
+    stop_seconds = t.number("stop_after_seconds", minimum=0, maximum=10 * 366 * 86400,
+                            exclusive_minimum=True, default=None, unit="seconds")
+    stop_cycles = t.number("stop_after_cycles", minimum=1, maximum=10**9, integer=True,
+                           default=None)
+    if not continuous and (stop_seconds is not None or stop_cycles is not None):
+        key = "stop_after_seconds" if stop_seconds is not None else "stop_after_cycles"
+        value = stop_seconds if stop_seconds is not None else stop_cycles
+        raise t.error(t.at(key), value,
+                      "continuous = true beside it (a one-run cycle ends with its budget or work)",
+                      problem=f"got {value:g} without continuous mode")
     return Budget(
         billing=t.choice("billing", BILLING_MODELS),
         amount_per_cycle=t.number("amount_per_cycle", minimum=0, maximum=1e15,
                                   exclusive_minimum=True, unit="bytes, credits or requests"),
-        cycle_seconds=t.number("cycle_seconds", minimum=1, maximum=366 * 86400, unit="seconds"),
+        cycle_seconds=cycle_seconds,
         reserves=reserves,
+        continuous=continuous,
+        stop_after_seconds=stop_seconds,
+        stop_after_cycles=stop_cycles,
+        sitemap_seconds=t.number("sitemap_seconds", minimum=1, maximum=366 * 86400,
+                                 default=None, unit="seconds"),
     )
 
 

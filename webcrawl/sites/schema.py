@@ -177,25 +177,41 @@ class Politeness:
 
 @dataclass(frozen=True)
 class Reserves:
-    """Shares of each cycle's budget kept away from scored revisits; each in [0, 1], sum < 1."""
+    """Shares of the budget kept away from scored revisits; each in [0, 1], sum < 1.
+
+    ``discovery``: new URLs (at least; more while many wait); ``reestimation``: a floor rate for
+    every known page, so written-off estimates get corrected; ``verification``: a uniform random
+    sample that checks the model; ``detectors``: sitemaps, listings and seed pages, re-read on
+    their own schedule to find new pages and known changes."""
 
     discovery: float = 0.1
     reestimation: float = 0.05
     verification: float = 0.02
+    detectors: float = 0.08
 
     @property
     def total(self) -> float:
-        return self.discovery + self.reestimation + self.verification
+        return self.discovery + self.reestimation + self.verification + self.detectors
 
 
 @dataclass(frozen=True)
 class Budget:
-    """What one cycle may spend, in the unit of ``billing`` (bytes, credits or requests)."""
+    """What one cycle may spend, in the unit of ``billing`` (bytes, credits or requests).
+
+    ``continuous``: the crawl keeps running, a new cycle every ``cycle_seconds``, spending at the
+    budget rate (``amount_per_cycle / cycle_seconds``), until ``stop_after_seconds`` or
+    ``stop_after_cycles`` (when given) or a stop signal; otherwise one ``scrapy crawl`` run is one
+    cycle. ``sitemap_seconds``: how often sitemaps are read again (default: a quarter of the
+    cycle, at most the allocator's choice)."""
 
     billing: Billing
     amount_per_cycle: float
     cycle_seconds: float
     reserves: Reserves = Reserves()
+    continuous: bool = False
+    stop_after_seconds: float | None = None
+    stop_after_cycles: int | None = None
+    sitemap_seconds: float | None = None
 
 
 @dataclass(frozen=True)

@@ -108,19 +108,26 @@ class EmbeddedRedis:
         tail = log.read_text(errors="replace")[-2000:] if log.exists() else ""
         raise RuntimeError(f"the embedded redis-server did not start in {self.data_dir}:\n{tail}")
 
-    def release(self, client: redis.Redis) -> bool:
-        """Shut the server down if ``client`` is its last user. Returns whether it did.
+    def release(self, client: redis.Redis | None = None) -> bool:
+        """Shut the server down if no other process uses it. Returns whether it did.
 
+        ``client`` (this process's crawl client) is closed first, so only other users' connections
+        count. The check and the SHUTDOWN go through a client of their own without retries: the
+        server dropping the connection is the expected answer to SHUTDOWN, not an error to retry.
         Data is safe either way: SHUTDOWN writes the RDB and fsyncs the append-only file.
         """
+        if client is not None:
+            client.close()
+        own = redis.Redis(unix_socket_path=str(self.socket_path), socket_timeout=5, retry=None)
         try:
-            clients = client.client_list(_type="normal")
-            if len(clients) > 1:
+            if len(own.client_list(_type="normal")) > 1:
                 return False
-            client.shutdown(save=True)
+            own.shutdown(save=True)
         except redis.ConnectionError:
             pass  # the server went down with the SHUTDOWN, as asked
         except redis.RedisError as exc:
             logger.warning("Could not shut down the embedded redis-server: %s", exc)
             return False
+        finally:
+            own.close()
         return True
