@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from webcrawl.revisit import GammaPrior
-from webcrawl.state.keys import validate_crawl_name
+from webcrawl.state.layout import MAX_SHARDS, validate_crawl_name
 
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
@@ -31,10 +31,18 @@ DEFAULTS: dict[str, Any] = {
     "WEBCRAWL_SEEN_CACHE_SIZE": 500_000,
     "WEBCRAWL_RESET": False,
     "WEBCRAWL_EMBEDDED_REDIS_SHUTDOWN": True,
+    # Shards of the crawl state: "auto" is 1 on a single server, CLUSTER_SHARDS on a cluster.
+    "WEBCRAWL_SHARDS": "auto",
+    # For tests: pretend this machine's clock is off by this many seconds.
+    "WEBCRAWL_CLOCK_SKEW_SECONDS": 0.0,
     # The change-rate prior of a page type with no history: one change per this many seconds.
     "WEBCRAWL_PRIOR_CHANGE_SECONDS": 7 * 86_400.0,
     "WEBCRAWL_PRIOR_SHAPE": 0.5,
 }
+
+#: Shards of a crawl on a Redis Cluster when WEBCRAWL_SHARDS is "auto": enough to spread over a
+#: few masters evenly, few enough that a process's per-shard work stays cheap.
+CLUSTER_SHARDS = 16
 
 #: :func:`configured_prior` with the default settings (for components built without a crawler).
 DEFAULT_PRIOR = GammaPrior.from_mean(1 / DEFAULTS["WEBCRAWL_PRIOR_CHANGE_SECONDS"],
@@ -77,6 +85,22 @@ class StateConfig:
     seen_cache_size: int
     reset: bool
     shutdown_embedded: bool
+    shards: int | None = None  # None: "auto"
+    clock_skew: float = 0.0
+
+    def shards_for(self, cluster: bool) -> int:
+        """The number of shards: the setting, or by default 1 on a single server and
+        :data:`CLUSTER_SHARDS` on a cluster."""
+        if self.shards is not None:
+            return self.shards
+        return CLUSTER_SHARDS if cluster else 1
+
+    def bloom_capacity_per_shard(self, shards: int) -> int:
+        """Each shard's slice of the seen filter holds its share of the capacity (hosts spread
+        over shards by a hash; 10% headroom for an uneven spread)."""
+        if shards == 1:
+            return self.bloom_capacity
+        return max(1, int(self.bloom_capacity * 1.1 / shards))
 
     @classmethod
     def from_settings(cls, settings: BaseSettings, spider_name: str) -> StateConfig:
@@ -102,7 +126,19 @@ class StateConfig:
             shutdown_embedded=settings.getbool(
                 "WEBCRAWL_EMBEDDED_REDIS_SHUTDOWN", DEFAULTS["WEBCRAWL_EMBEDDED_REDIS_SHUTDOWN"]
             ),
+            shards=_shards(settings),
+            clock_skew=_number(settings, "WEBCRAWL_CLOCK_SKEW_SECONDS", minimum=-1e9),
         )
+
+
+def _shards(settings: BaseSettings) -> int | None:
+    raw = _get(settings, "WEBCRAWL_SHARDS")
+    if raw in (None, "", "auto"):
+        return None
+    value = _number(settings, "WEBCRAWL_SHARDS", minimum=1, integer=True)
+    if value > MAX_SHARDS:
+        raise ValueError(f"WEBCRAWL_SHARDS={raw!r} is out of range: expected 1 to {MAX_SHARDS} or 'auto'")
+    return int(value)
 
 
 def configured_prior(settings: BaseSettings) -> GammaPrior:

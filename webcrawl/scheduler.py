@@ -1,56 +1,60 @@
-"""ReadyQueueScheduler: Scrapy's scheduler interface over per-domain frontiers in Redis.
+"""ReadyQueueScheduler: Scrapy's scheduler interface over the crawl's queues in Redis.
 
-Contract (see :mod:`webcrawl.state.frontier` for the Redis side):
+Contract (:mod:`webcrawl.state.queue` holds the Redis side):
 
-- ``enqueue_request`` never touches Redis. It drops URLs this process already knows are seen (a
-  URL once seen stays seen, so that cache is never stale), serialises the request as JSON and
-  buffers it; the buffer is pushed in one round trip per reactor turn, where the shared bloom filter
-  decides, atomically, which URLs are new. A request that cannot be serialised is logged once,
-  counted (``scheduler/unserializable``) and dropped.
-- ``next_request`` pops in one atomic step the best request of the domain whose next-allowed time
-  came first and sets that domain's next-allowed time to now + its delay: every process sharing the
-  crawl obeys each domain's delay. When requests are queued but no domain is ready it returns None
-  without asking Redis again, and wakes the engine at the earliest ready time.
-- A popped request is leased. The lease is released once the engine has finished with the request
-  (downloaded, parsed, its children handed to this scheduler and pushed first), renewed while the
-  request is in progress, and taken back into its frontier by any process once it expires: a crash
-  loses nothing, and refetches at most what was in flight.
-- ``has_pending_requests`` is true while anything is queued or leased anywhere in the crawl, so a
-  process does not finish while another one may still produce work.
+- ``enqueue_request`` never waits for Redis. It drops URLs this process already knows are seen
+  (a URL once seen stays seen, so that cache is never stale), serialises the request as JSON and
+  adds it to the turn's write batch; the batch reaches Redis once per reactor turn, where the
+  shared seen filter decides, atomically, which URLs are new. A request that cannot be serialised
+  is logged once, counted (``scheduler/unserializable``) and dropped.
+- ``next_request`` pops, in one atomic step per shard, the work of the hosts whose turn came
+  first: a queued request, or a known page whose revisit is due (the allocator sets due times,
+  :mod:`webcrawl.extensions.allocator`); the host's next-allowed time becomes now + its delay by
+  the server's clock, so every process sharing the crawl obeys each host's delay. It pops only
+  what the crawl can pay for: the spend controller (:class:`SpendController`) keeps a small
+  wallet of the shared spend bucket's tokens. When nothing is ready it returns None without
+  asking Redis again and wakes the engine when the next host's turn comes.
+- Popped work is leased (a fresh id per pop, tagged with this process's token). The lease is
+  released once the engine has finished with the request (downloaded, parsed, its items and
+  children handed on), renewed while it is in progress, and taken back by any process once it
+  expires: a crash loses nothing and refetches at most what was in flight; a stalled process
+  cannot release work another one took over.
+- ``has_pending_requests`` is true while requests are queued, revisits are due now, or work is
+  leased anywhere in the crawl.
 - Closing never deletes shared state; ``WEBCRAWL_RESET`` or ``scrapy crawlstate --clear`` does.
-- If Redis goes away the crawl stops with reason ``redis_unavailable`` and a message naming the
-  server; what Redis already holds is intact and the crawl resumes from it.
+- If Redis goes away the crawl stops with reason ``redis_unavailable`` (:meth:`CrawlRuntime.fail`).
 
-Redis round trips in the reactor, all measured by ``scheduler/redis/calls``: one per popped
-request (it must be atomic with the dispatch for politeness), one per reactor turn that enqueued
-something, one per maintenance tick.
+It relies on two Scrapy engine internals, checked when it opens (the crawl stops there, naming the
+Scrapy version, if they are missing): the engine slot's ``inprogress`` set (a request leaves it
+once the spider and the item pipelines are done with its response: the moment its lease may go)
+and its ``nextcall`` (to wake the engine when a host's turn comes).
 """
 
 from __future__ import annotations
 
 import logging
+import math
 from collections import deque
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import redis
-from scrapy import signals
+import scrapy
+from scrapy import Request, signals
 from scrapy.core.scheduler import BaseScheduler
 from scrapy.utils.asyncio import call_later, create_looping_call
 from scrapy.utils.httpobj import urlparse_cached
 from w3lib.url import canonicalize_url
 
-from webcrawl.clock import Clock, SystemClock
-from webcrawl.config import StateConfig
-from webcrawl.context import crawl_context
+from webcrawl import meta as M
 from webcrawl.requestcodec import UnserializableRequest, decode, encode
-from webcrawl.state.connection import describe, url_for
-from webcrawl.state.frontier import EVICTED, EXCLUDED, FILTERED, Counts, Entry, Frontier
-from webcrawl.state.seen import BloomParams
+from webcrawl.runtime import CrawlRuntime
+from webcrawl.spend import SpendController
+from webcrawl.state import records
+from webcrawl.state.pagestore import release_op
+from webcrawl.state.queue import EVICTED, EXCLUDED, FILTERED, Entry, PoppedItem
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
-    from scrapy import Request, Spider
+    from scrapy import Spider
     from scrapy.crawler import Crawler
     from scrapy.statscollectors import StatsCollector
     from typing_extensions import Self
@@ -58,113 +62,145 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 TICK_SECONDS = 0.25
-MAX_BATCH = 1000
+POP_BATCH = 4
+
+
+class EngineInternalsMissing(RuntimeError):
+    """This Scrapy's engine lacks what the scheduler needs (see the module docstring)."""
+
+
+def engine_slot(crawler: Crawler) -> Any:
+    """The engine's slot, checked for ``inprogress`` and ``nextcall``."""
+    slot = getattr(crawler.engine, "_slot", None)
+    if (slot is None or not isinstance(getattr(slot, "inprogress", None), set)
+            or not callable(getattr(getattr(slot, "nextcall", None), "schedule", None))):
+        raise EngineInternalsMissing(
+            f"webcrawl's scheduler needs Scrapy's engine slot (engine._slot.inprogress and "
+            f".nextcall), which Scrapy {scrapy.__version__} does not have: use a Scrapy version "
+            "webcrawl supports (2.13 to 2.19)")
+    return slot
 
 
 class ReadyQueueScheduler(BaseScheduler):
-    """Per-domain frontiers and a ready queue of domains in Redis, shared by every process of a
-    crawl (see the module docstring for the contract)."""
+    """Per-host frontiers and revisits in Redis, shared by every process of a crawl (module
+    docstring)."""
 
-    def __init__(self, frontier: Frontier, *, stats: StatsCollector, crawler: Crawler | None = None,
-                 clock: Clock | None = None, seen_cache_size: int = 200_000, reset: bool = False,
-                 redis_description: str = "Redis") -> None:
-        self.frontier = frontier
+    def __init__(self, runtime: CrawlRuntime, *, stats: StatsCollector, crawler: Crawler,
+                 spend: SpendController, seen_cache_size: int = 200_000, reset: bool = False) -> None:
+        self.runtime = runtime
+        self.queue = runtime.queue
         self.stats = stats
         self.crawler = crawler
-        self.clock = clock or SystemClock()
+        self.spend = spend
         self.seen_cache_size = seen_cache_size
         self.reset = reset
-        self.redis_description = redis_description
         self.spider: Spider | None = None
-        self._offsets = frontier.bloom.offsets_function()
+        self._offsets = runtime.bloom.offsets_function()
         self._seen_local: set[int] = set()
-        self._pending: list[Entry] = []
-        self._finished: list[tuple[str, float]] = []
-        self._flush_call = None
-        self._buffer: deque[tuple[str, str]] = deque()
-        self._inflight: dict[str, Request] = {}
-        self._counts = Counts(0, 0)
-        self._not_before = 0.0
-        self._wake_call = None
-        self._wake_at = float("inf")
+        self._buffer: deque[PoppedItem] = deque()
+        self._inflight: dict[str, tuple[Request, PoppedItem]] = {}
+        self._earliest: list[float] = [-math.inf] * runtime.layout.shards
+        self._queued = [0] * runtime.layout.shards
+        self._due_now = False
+        self._leased_elsewhere = 0
+        self._lease_counter = 0
+        self._wake_call: Any = None
+        self._wake_at = math.inf
         self._loop = create_looping_call(self._maintain)
-        self._next_renew = 0.0
-        self._next_reclaim = 0.0
-        self._failed = False
+        self._next_renew = self._next_reclaim = 0.0
+        self._slot: Any = None
         self._logged_unserializable = False
-        # Duplicates caught locally, published to the stats in batches: two stats calls per
-        # duplicate link cost more than the rest of enqueue_request.
         self._filtered_locally = 0
+        self._warned_seen = False
+        self._type_names: dict[int, str] = {}
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
-        config, frontier = crawl_frontier(crawler)
+        runtime = CrawlRuntime.of(crawler)
         assert crawler.stats is not None
-        scheduler = cls(frontier, stats=crawler.stats, crawler=crawler,
-                        seen_cache_size=config.seen_cache_size, reset=config.reset,
-                        redis_description=describe(url_for(crawler)))
+        config = runtime.config
+        scheduler = cls(runtime, stats=crawler.stats, crawler=crawler,
+                        spend=SpendController.from_runtime(runtime),
+                        seen_cache_size=config.seen_cache_size, reset=config.reset)
         crawler.signals.connect(scheduler.fetch_finished, signal=signals.request_left_downloader)
+        runtime.batch.on_push = scheduler._pushed
         return scheduler
 
     # -- lifecycle -------------------------------------------------------------------------------
 
     def open(self, spider: Spider) -> None:
         self.spider = spider
-        now = self.clock.time()
+        self._slot = engine_slot(self.crawler)
+        runtime = self.runtime
         if self.reset:
-            deleted = self.frontier.clear()
-            logger.info("WEBCRAWL_RESET: cleared crawl %r (%d keys)", self.frontier.keys.crawl, deleted)
-        self.frontier.check_seen_filter()
-        reclaimed = self.frontier.reclaim_expired(now)
-        if reclaimed:
-            self.stats.inc_value("scheduler/leases/reclaimed", reclaimed)
-            logger.info("Put back %d requests whose leases had expired", reclaimed)
-        self._counts = self.frontier.counts()
-        self._call_redis()
-        if self._counts.queued or self._counts.leased:
-            logger.info("Resuming crawl %r: %d requests queued, %d in flight elsewhere",
-                        self.frontier.keys.crawl, self._counts.queued, self._counts.leased)
+            from webcrawl.state.clearing import clear_crawl
+
+            deleted = clear_crawl(runtime.client, runtime.layout)
+            logger.info("WEBCRAWL_RESET: cleared crawl %r (%d keys)", runtime.layout.crawl, deleted)
+        runtime.types.id(None)
+        try:
+            self.queue.check_seen_filter(runtime.bloom)
+            reclaimed = sum(self.queue.reclaim_expired(i) for i in range(runtime.layout.shards))
+            if reclaimed:
+                self.stats.inc_value("scheduler/leases/reclaimed", reclaimed)
+                logger.info("Put back %d requests whose leases had expired", reclaimed)
+            self._refresh()
+            self.spend.open()
+        except redis.RedisError as exc:
+            runtime.fail(exc)
+            return
+        queued, due, leased = self.queue.counts()
+        if queued or due or leased:
+            logger.info("Resuming crawl %r: %d requests queued, %d revisits scheduled, %d in flight "
+                        "elsewhere", runtime.layout.crawl, queued, due, leased)
         self._loop.start(TICK_SECONDS, now=False)
 
     def close(self, reason: str) -> None:
         if self._loop.running:
             self._loop.stop()
-        for call in (self._flush_call, self._wake_call):
-            if call is not None:
-                call.cancel()
-        self._flush_call = self._wake_call = None
+        if self._wake_call is not None:
+            self._wake_call.cancel()
+            self._wake_call = None
         self._publish_local_counts()
-        if self._failed:
+        runtime = self.runtime
+        if runtime.failed:
             return
-        now = self.clock.time()
         try:
-            done = self._collect_done()
-            self._flush(done)
+            self._collect_done()
+            runtime.flush()
             # Popped but never handed to the engine, or still unfinished: back in line now rather
             # than when the lease expires.
-            back = [lease for lease, _ in self._buffer] + list(self._inflight)
-            if back:
-                n = self.frontier.requeue(back, now)
+            back: dict[int, list[str]] = {}
+            for item in self._buffer:
+                back.setdefault(item.shard, []).append(item.lease)
+            for lease, (_, item) in self._inflight.items():
+                back.setdefault(item.shard, []).append(lease)
+            n = sum(self.queue.requeue_owned(shard, runtime.owner, ids) for shard, ids in back.items())
+            if n:
                 self.stats.inc_value("scheduler/leases/requeued", n)
+            self.spend.close([item for item in self._buffer],
+                             [req for req, _ in self._inflight.values()])
+            runtime.flush()
         except redis.RedisError as exc:
             logger.error("Could not save the scheduler state to %s at close: %s; requests in "
-                         "flight will be retried when their leases expire", self.redis_description, exc)
+                         "flight come back when their leases expire", runtime.description, exc)
         self._buffer.clear()
         self._inflight.clear()
 
     # -- Scrapy's scheduler interface ------------------------------------------------------------
 
     def has_pending_requests(self) -> bool:
-        if self._pending or self._buffer:
+        if self._buffer or len(self.runtime.batch):
             return True
-        if self._counts.queued > 0:
+        if sum(self._queued) > 0 or self._due_now:
             return True
-        finished_here = len(self._collect_done(peek=True))
-        return self._counts.leased - finished_here > 0
+        finished_here = len(self._done_leases())
+        return self._leased_elsewhere + len(self._inflight) - finished_here > 0
 
     def enqueue_request(self, request: Request) -> bool:
-        if self._failed:
+        if self.runtime.failed:
             return False
+        host = urlparse_cached(request).hostname or "-"
         offsets = None
         if not request.dont_filter:
             raw = hash(request.url)
@@ -184,56 +220,98 @@ class ReadyQueueScheduler(BaseScheduler):
         except UnserializableRequest as exc:
             self._unserializable(request, exc)
             return False
-        domain = urlparse_cached(request).hostname or "-"
-        self._pending.append(Entry(domain, -request.priority, payload, offsets))
-        if len(self._pending) >= MAX_BATCH:
-            self._flush_safely()
-        elif self._flush_call is None:
-            self._flush_call = call_later(0, self._flush_safely)
+        self.runtime.batch.push(Entry(host, request.priority, payload, offsets), self._push_status)
         return True
 
     def fetch_finished(self, request: Request) -> None:
         """A request left the downloader (answered or failed): its host's next-allowed time
-        becomes at least now + delay. Gaps then hold even when a request went out late (a new
-        connection on a busy reactor), at the cost of one response time per fetch."""
-        self._finished.append((urlparse_cached(request).hostname or "-", self.clock.time()))
-        if self._flush_call is None:
-            self._flush_call = call_later(0, self._flush_safely)
+        becomes at least now + delay. Gaps then hold even when a request went out late."""
+        from webcrawl.state.hosts import finished_op
+
+        host = urlparse_cached(request).hostname
+        if host:
+            self.runtime.batch.land(host, finished_op())
 
     def next_request(self) -> Request | None:
-        if self._failed:
+        runtime = self.runtime
+        if runtime.failed:
             return None
         if not self._buffer:
-            now = self.clock.time()
-            if self._pending or self._finished:
-                self._flush_safely()
-            if now < self._not_before:
-                self._wake_engine_at(self._not_before)
+            if len(runtime.batch):
+                runtime.flush()  # new work and finished fetches first: a pop must see them
+                if runtime.failed:
+                    return None
+            now = runtime.clock.time()
+            shard = min(range(len(self._earliest)), key=self._earliest.__getitem__)
+            if self._earliest[shard] > now:
+                self._wake_engine_at(self._earliest[shard])
+                return None
+            budget = self.spend.poppable()
+            if budget <= 0:
+                self._wake_engine_at(now + TICK_SECONDS)
                 return None
             try:
-                popped = self.frontier.pop(now)
+                popped = self.queue.pop(shard, runtime.owner, self._lease_counter,
+                                        min(POP_BATCH, budget), self.spend.order())
             except redis.RedisError as exc:
-                self._fail(exc)
+                runtime.fail(exc)
                 return None
-            self._call_redis()
-            self._counts = popped.counts
+            self._lease_counter += len(popped.items)
+            self._queued[shard] = popped.queued
+            earliest = popped.earliest
+            self._earliest[shard] = earliest if earliest is not None else math.inf
+            if popped.dropped:
+                self.stats.inc_value("scheduler/excluded", popped.dropped)
             self._buffer.extend(popped.items)
             if not popped.items:
-                self._not_before = popped.earliest if popped.earliest is not None else float("inf")
-                self._wake_engine_at(min(self._not_before, now + TICK_SECONDS))
+                self._wake_engine_at(min(self._earliest))
                 return None
-        lease, payload = self._buffer.popleft()
-        try:
-            request = decode(payload, self.spider)
-        except Exception:
-            logger.exception("Dropping a queued request that cannot be read back: %.200s", payload)
-            self.stats.inc_value("scheduler/undecodable")
-            self._flush_safely(acks=[lease])
+        item = self._buffer.popleft()
+        request = self._request_for(item)
+        if request is None:
+            self.runtime.batch.ack(item.shard, runtime.owner, item.lease)
             return None
-        self._inflight[lease] = request
+        self.spend.charge(request, item)
+        self._inflight[item.lease] = (request, item)
         self.stats.inc_value("scheduler/dequeued")
-        self.stats.inc_value("scheduler/dequeued/redis")
+        self.stats.inc_value(f"scheduler/dequeued/{'revisit' if item.kind == 'd' else 'queued'}")
         return request
+
+    # -- building requests -----------------------------------------------------------------------
+
+    def _request_for(self, item: PoppedItem) -> Request | None:
+        if item.kind == "n":
+            try:
+                return decode(item.item, self.spider)
+            except Exception:
+                logger.exception("Dropping a queued request that cannot be read back: %.200s",
+                                 item.item)
+                self.stats.inc_value("scheduler/undecodable")
+                return None
+        kind, url = item.item[:1], item.item[1:]
+        record = records.unpack(item.record) if item.record else None
+        page_type = self._type_name(record.type) if record is not None else None
+        meta: dict[str, Any] = {
+            M.PURPOSE: "sitemap" if kind == "s" else "revisit", M.PAGE_TYPE: page_type,
+            M.CANONICAL_URL: url, M.KNOWN: True}
+        if item.validators is not None:
+            meta[M.VALIDATORS] = list(item.validators)
+        if record is not None:
+            meta[M.PAGE_STATS] = {"last_fetched": record.last_fetched, "changes": record.changes,
+                                  "seconds": record.seconds, "mean_cost": record.mean_cost}
+        make = getattr(self.spider, "revisit_request", None)
+        if make is not None:
+            return make(url, sitemap=kind == "s", meta=meta)
+        return Request(url, dont_filter=True, meta=meta)
+
+    def _type_name(self, type_id: int) -> str | None:
+        if not type_id:
+            return None
+        name = self._type_names.get(type_id)
+        if name is None:
+            self._type_names = self.runtime.types.names()
+            name = self._type_names.get(type_id)
+        return name
 
     # -- internals -------------------------------------------------------------------------------
 
@@ -243,13 +321,40 @@ class ReadyQueueScheduler(BaseScheduler):
             self._seen_local.clear()
         self._seen_local.update(keys)
 
-    def _count_filtered(self, where: str, n: int = 1) -> None:
-        self.stats.inc_value("dupefilter/filtered", n)
-        self.stats.inc_value(f"dupefilter/filtered/{where}", n)
+    def _push_status(self, status: int) -> None:
+        if status == FILTERED:
+            self.stats.inc_value("dupefilter/filtered")
+            self.stats.inc_value("dupefilter/filtered/bloom")
+            return
+        if status == EXCLUDED:
+            self.stats.inc_value("scheduler/excluded")
+            return
+        self.stats.inc_value("scheduler/enqueued")
+        self.stats.inc_value("scheduler/enqueued/redis")
+        if status == EVICTED:
+            self.stats.inc_value("scheduler/evicted")
+
+    def _pushed(self, shard: int, queued: int, seen: int) -> None:
+        """A push reached ``shard``: new work may be ready at once."""
+        if queued > self._queued[shard]:
+            self._earliest[shard] = -math.inf
+        self._queued[shard] = queued
+        capacity = self.runtime.bloom.capacity
+        if seen > capacity:
+            self.stats.set_value("dupefilter/seen/over_capacity", seen - capacity)
+            if not self._warned_seen:
+                self._warned_seen = True
+                logger.warning(
+                    "The seen-URL filter of crawl %r holds %d URLs in a shard sized for %d: its "
+                    "false positives grow past WEBCRAWL_BLOOM_ERROR_RATE and new URLs may be taken "
+                    "for seen ones. Grow it: see 'Growing the seen filter' in docs/scheduler.md",
+                    self.runtime.layout.crawl, seen, capacity)
+        self._poke_engine()
 
     def _publish_local_counts(self) -> None:
         if self._filtered_locally:
-            self._count_filtered("local_cache", self._filtered_locally)
+            self.stats.inc_value("dupefilter/filtered", self._filtered_locally)
+            self.stats.inc_value("dupefilter/filtered/local_cache", self._filtered_locally)
             self._filtered_locally = 0
 
     def _unserializable(self, request: Request, exc: Exception) -> None:
@@ -259,158 +364,91 @@ class ReadyQueueScheduler(BaseScheduler):
             logger.error(
                 "Unable to serialize request %s as JSON: %s; it is dropped. No more unserializable "
                 "requests will be logged (stats key scheduler/unserializable counts them)",
-                request, exc, extra={"spider": self.spider},
-            )
+                request, exc, extra={"spider": self.spider})
 
-    def _collect_done(self, peek: bool = False) -> list[str]:
-        """Leases of requests the engine has finished with (no longer in its in-progress set)."""
+    def _done_leases(self) -> list[str]:
         if not self._inflight:
             return []
-        in_progress = self._engine_in_progress()
-        done = [lease for lease, req in self._inflight.items() if req not in in_progress]
-        if not peek:
-            for lease in done:
-                del self._inflight[lease]
-        return done
+        in_progress = self._slot.inprogress
+        return [lease for lease, (req, _) in self._inflight.items() if req not in in_progress]
 
-    def _engine_in_progress(self) -> set[Request] | frozenset[Request]:
-        # Scrapy removes a request from the engine slot's in-progress set only after its response
-        # went through the spider and every child request reached enqueue_request: the exact
-        # moment the lease may go. Scrapy has no public signal for it.
-        engine = getattr(self.crawler, "engine", None)
-        slot = getattr(engine, "_slot", None)
-        return getattr(slot, "inprogress", frozenset())
+    def _collect_done(self) -> int:
+        """Release the leases of requests the engine has finished with (children and items
+        already in the batch, which sends them first)."""
+        done = self._done_leases()
+        runtime = self.runtime
+        for lease in done:
+            request, item = self._inflight.pop(lease)
+            runtime.batch.ack(item.shard, runtime.owner, lease)
+            if item.kind == "d":
+                # A revisit that landed no observation (an error answer, a dropped request):
+                # scheduled again; a no-op after a landing, which rescheduled it already.
+                runtime.batch.land(item.host, release_op(item.item[1:]))
+            self.spend.finished(request)
+        return len(done)
 
-    def _flush_safely(self, acks: list[str] | None = None) -> None:
-        """Flush now, releasing with it the leases of every request the engine has finished
-        with: a lease held past that point only widens what a crash would refetch."""
-        self._flush_call = None
-        try:
-            self._flush([*(acks or []), *self._collect_done()])
-        except redis.RedisError as exc:
-            self._fail(exc)
-
-    def _flush(self, acks: list[str]) -> None:
-        self._flush_call = None
-        self._publish_local_counts()
-        entries, self._pending = self._pending, []
-        finished, self._finished = self._finished, []
-        if not entries and not acks and not finished:
-            return
-        statuses, counts = self.frontier.flush(entries, acks, self.clock.time(), finished)
-        self._call_redis()
-        if counts.queued > self._counts.queued:
-            self._not_before = 0.0  # new work may be ready at once
-        self._counts = counts
-        pushed = sum(1 for s in statuses if s not in (FILTERED, EXCLUDED))
-        filtered = sum(1 for s in statuses if s == FILTERED)
-        evicted = sum(1 for s in statuses if s == EVICTED)
-        excluded = sum(1 for s in statuses if s == EXCLUDED)
-        if excluded:
-            self.stats.inc_value("scheduler/excluded", excluded)
-        if pushed:
-            self.stats.inc_value("scheduler/enqueued", pushed)
-            self.stats.inc_value("scheduler/enqueued/redis", pushed)
-        if filtered:
-            self._count_filtered("bloom", filtered)
-        if evicted:
-            self.stats.inc_value("scheduler/evicted", evicted)
-        self._poke_engine()
+    def _refresh(self) -> None:
+        now = self.runtime.clock.time()
+        earliest = self.queue.earliest()
+        self._earliest = [min([t for t in pair if t is not None], default=math.inf)
+                          for pair in earliest]
+        self._due_now = any(due is not None and due <= now for _, due in earliest)
+        queued, _, leased = self.queue.counts()
+        self._queued = [0] * len(self._queued)
+        self._queued[0] = queued
+        self._leased_elsewhere = max(leased - len(self._inflight) - len(self._buffer), 0)
 
     def _maintain(self) -> None:
         """Every tick: release finished leases, renew held ones, take back expired ones from dead
-        processes, and refresh the crawl-wide counts."""
-        if self._failed:
+        processes, top up the wallet, refresh what the crawl has queued."""
+        runtime = self.runtime
+        if runtime.failed:
             return
-        now = self.clock.time()
+        self._publish_local_counts()
         try:
             done = self._collect_done()
-            before = self._counts
-            self._flush(done)
-            if now >= self._next_renew:
-                self.frontier.renew(self._inflight, now)
-                self._next_renew = now + self.frontier.lease_seconds / 3
+            runtime.flush()
+            if runtime.failed:
+                return
+            now = runtime.clock.local()
+            if now >= self._next_renew and self._inflight:
+                by_shard: dict[int, list[str]] = {}
+                for lease, (_, item) in self._inflight.items():
+                    by_shard.setdefault(item.shard, []).append(lease)
+                for item in self._buffer:
+                    by_shard.setdefault(item.shard, []).append(item.lease)
+                for shard, leases in by_shard.items():
+                    self.queue.renew(shard, runtime.owner, leases)
+                self._next_renew = now + self.queue.lease_seconds / 3
             if now >= self._next_reclaim:
-                reclaimed = self.frontier.reclaim_expired(now)
-                self._next_reclaim = now + self.frontier.lease_seconds / 2
+                reclaimed = sum(self.queue.reclaim_expired(i) for i in range(runtime.layout.shards))
+                self._next_reclaim = now + self.queue.lease_seconds / 2
                 if reclaimed:
                     self.stats.inc_value("scheduler/leases/reclaimed", reclaimed)
-                    self._not_before = 0.0
-            if not done:
-                self._counts = self.frontier.counts()
-                self._call_redis()
-            if self._counts.queued > before.queued:
-                self._not_before = 0.0
-            if self._counts != before or done:
-                self._poke_engine()
+            self._refresh()
+            self.spend.tick()
+            runtime.clock.maybe_refresh()
         except redis.RedisError as exc:
-            self._fail(exc)
+            runtime.fail(exc)
+            return
+        if done or min(self._earliest) <= runtime.clock.time():
+            self._poke_engine()
 
     def _wake_engine_at(self, when: float) -> None:
+        now = self.runtime.clock.time()
+        when = min(when, now + TICK_SECONDS * 4)
         if self._wake_call is not None:
             if self._wake_at <= when:
                 return
             self._wake_call.cancel()
         self._wake_at = when
-        self._wake_call = call_later(max(0.0, when - self.clock.time()), self._wake)
+        self._wake_call = call_later(max(0.0, when - now), self._wake)
 
     def _wake(self) -> None:
         self._wake_call = None
+        self._wake_at = math.inf
         self._poke_engine()
 
     def _poke_engine(self) -> None:
-        engine = getattr(self.crawler, "engine", None)
-        slot = getattr(engine, "_slot", None)
-        if slot is not None:
-            slot.nextcall.schedule()
-
-    def _call_redis(self) -> None:
-        self.stats.inc_value("scheduler/redis/calls")
-
-    def _fail(self, exc: Exception) -> None:
-        if self._failed:
-            return
-        self._failed = True
-        if isinstance(exc, (redis.ConnectionError, redis.TimeoutError)):
-            problem = "stopped answering"
-        else:
-            problem = "refused a scheduler command"
-        logger.error(
-            "%s %s (%s). Stopping the crawl: what Redis already holds is intact, "
-            "requests in flight are leased and come back when the crawl resumes.",
-            self.redis_description, problem, exc,
-        )
-        engine = getattr(self.crawler, "engine", None)
-        if engine is not None:
-            from scrapy.utils.defer import deferred_from_coro
-
-            deferred_from_coro(engine.close_spider_async(reason="redis_unavailable"))
-
-
-def crawl_frontier(crawler: Crawler) -> tuple[StateConfig, Frontier]:
-    """The crawl's settings and its frontiers, for components besides the scheduler (planner,
-    delay and backoff setters)."""
-    context = crawl_context(crawler)
-    config = context.config
-    frontier = Frontier(context.client, context.keys,
-                        BloomParams(config.bloom_capacity, config.bloom_error_rate),
-                        cap=config.frontier_max_per_domain, default_delay=config.domain_delay,
-                        lease_seconds=config.lease_seconds)
-    return config, frontier
-
-
-def domain_hold_setter(crawler: Crawler) -> Callable[[str, float], bool]:
-    """For backoff (429, 503, Retry-After, timeouts): ``hold(domain, until)`` keeps every process
-    of the crawl from fetching ``domain`` before ``until`` (seconds since the epoch)."""
-    return crawl_frontier(crawler)[1].hold
-
-
-def domain_delay_setter(crawler: Crawler) -> Callable[[str, float], None]:
-    """``WEBCRAWL_ROBOTS_DELAY_SETTER``: how robots.txt's Crawl-delay raises a host's delay in the
-    ready queue. The delay never drops below the crawl's minimum (``WEBCRAWL_DOMAIN_DELAY_SECONDS``)."""
-    config, frontier = crawl_frontier(crawler)
-
-    def set_delay(domain: str, seconds: float) -> None:
-        frontier.set_delay(domain, max(seconds, config.domain_delay))
-
-    return set_delay
+        if self._slot is not None:
+            self._slot.nextcall.schedule()

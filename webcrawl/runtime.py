@@ -1,0 +1,195 @@
+"""The composition root of a crawl: one :class:`CrawlRuntime` per crawler owns the Redis client and
+every store, and every webcrawl component asks it for what it needs.
+
+    runtime = CrawlRuntime.of(crawler)        # in a component's from_crawler
+    runtime.batch.land(host, finished_op())   # a write, sent with the turn's batch
+
+Built on first use (after the spider exists: the crawl is named after it), it validates the
+state settings (:class:`webcrawl.config.StateConfig`), connects to ``WEBCRAWL_REDIS_URL`` (a
+single server or a Redis Cluster, told apart by the server) or starts the embedded redis-server,
+loads the scripts, measures the offset to the server's clock, and wires the per-turn write batch
+to the reactor. It closes last (``engine_stopped``): the batch is flushed, the embedded server is
+stopped when this was its last user. Nothing else in webcrawl keeps per-crawler registries.
+
+Failure: when Redis stops answering, :meth:`CrawlRuntime.fail` stops the crawl with reason
+``redis_unavailable`` and one message naming the server; what Redis already holds is intact and
+the crawl resumes from it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import weakref
+from typing import TYPE_CHECKING, Any
+
+import redis
+from scrapy import signals
+from scrapy.utils.asyncio import call_later
+
+from webcrawl.change.trust import TrustPolicy
+from webcrawl.config import StateConfig
+from webcrawl.parse import Canonicalizer
+from webcrawl.revisit import BillingModel, TrustTracker
+from webcrawl.robots.cache import RobotsCache
+from webcrawl.state.batch import LandSettings, WriteBatch
+from webcrawl.state.bucket import SpendBucket
+from webcrawl.state.client import RoundTrips, connect, describe
+from webcrawl.state.embedded import EmbeddedRedis
+from webcrawl.state.hosts import HostStore
+from webcrawl.state.layout import CrawlLayout
+from webcrawl.state.ledger import LedgerStore
+from webcrawl.state.pagestore import PageStore
+from webcrawl.state.queue import CrawlQueue
+from webcrawl.state.scripts import ScriptSet
+from webcrawl.state.seen import BloomParams
+from webcrawl.state.servertime import ServerClock
+from webcrawl.state.types import TypeIds
+
+if TYPE_CHECKING:
+    from scrapy.crawler import Crawler
+    from scrapy.statscollectors import StatsCollector
+
+    from webcrawl.sites import SiteConfig
+
+__all__ = ["CrawlRuntime"]
+
+logger = logging.getLogger(__name__)
+
+_runtimes: weakref.WeakKeyDictionary[Crawler, CrawlRuntime] = weakref.WeakKeyDictionary()
+
+
+class CrawlRuntime:
+    """Everything the components of one crawler share (see the module docstring)."""
+
+    def __init__(self, crawler: Crawler) -> None:
+        settings = crawler.settings
+        self.crawler = crawler
+        spider = crawler.spider
+        self.spider_name = spider.name if spider is not None else settings["BOT_NAME"]
+        self.site: SiteConfig | None = getattr(spider, "site", None)
+        self.config = StateConfig.from_settings(settings, self.spider_name)
+        assert crawler.stats is not None
+        self.stats: StatsCollector = crawler.stats
+        self.embedded: EmbeddedRedis | None = None
+        url = self.config.redis_url
+        if not url:
+            self.embedded = EmbeddedRedis(self.config.data_dir)
+            url = self.embedded.start()
+        self.url = url
+        self.description = describe(self.config.redis_url)
+        client, self.round_trips, self.cluster = connect(url)
+        self.client: Any = client
+        self.layout = CrawlLayout(self.config.crawl_name, self.config.shards_for(self.cluster))
+        self.scripts = ScriptSet(client)
+        self.bloom = BloomParams(self.config.bloom_capacity_per_shard(self.layout.shards),
+                                 self.config.bloom_error_rate)
+        self.queue = CrawlQueue(client, self.scripts, self.layout,
+                                cap=self.config.frontier_max_per_domain,
+                                default_delay=self.config.domain_delay,
+                                lease_seconds=self.config.lease_seconds)
+        self.pages = PageStore(client, self.layout)
+        self.sitemap_trust = TrustTracker()
+        self.hosts = HostStore(client, self.layout, default_delay=self.config.domain_delay,
+                               sitemap_trust=self.sitemap_trust)
+        self.ledger = LedgerStore(client, self.layout)
+        self.bucket = SpendBucket(self.scripts, self.layout)
+        self.types = TypeIds(client, self.layout)
+        self.clock = ServerClock(client, skew=self.config.clock_skew)
+        self.clock.measure()
+        self.robots = RobotsCache(
+            client, key_for=lambda origin: self.layout.shard(_origin_host(origin)).robots(origin),
+            lru_size=settings.getint("WEBCRAWL_ROBOTS_LRU_SIZE", 1024),
+            lru_seconds=settings.getfloat("WEBCRAWL_ROBOTS_LRU_SECONDS", 300.0), clock=self.clock)
+        self.batch = WriteBatch(
+            client, self.scripts, self.layout, self.queue,
+            LandSettings(self.config.domain_delay, self.sitemap_trust.min_agreements,
+                         self.sitemap_trust.max_disagreement_rate, self.sitemap_trust.memory),
+            bloom_slices=self.bloom.num_slices, schedule=lambda f: call_later(0, self._flush))
+        self.canonicalizer = Canonicalizer()
+        self.billing = self._billing()
+        self.owner = f"{os.getpid():x}{os.urandom(4).hex()}"
+        self.failed = False
+        self._closed = False
+        crawler.signals.connect(self.close, signal=signals.engine_stopped, weak=False)
+
+    @classmethod
+    def of(cls, crawler: Crawler) -> CrawlRuntime:
+        """The crawler's runtime, built on first use (call it from ``from_crawler`` or later)."""
+        runtime = _runtimes.get(crawler)
+        if runtime is None:
+            runtime = _runtimes[crawler] = cls(crawler)
+        return runtime
+
+    # -- shared decisions ------------------------------------------------------------------------
+
+    def _billing(self) -> BillingModel:
+        raw = self.site.budget.billing if self.site is not None else self.crawler.settings.get(
+            "WEBCRAWL_COST_BILLING", "bandwidth")
+        try:
+            return BillingModel(raw)
+        except ValueError:
+            raise ValueError(f"WEBCRAWL_COST_BILLING={raw!r}: expected one of "
+                             f"{[b.value for b in BillingModel]}") from None
+
+    def trust_policy(self) -> TrustPolicy:
+        s = self.crawler.settings
+        try:
+            return TrustPolicy(
+                earn_after=s.getint("WEBCRAWL_CONDITIONAL_EARN_AFTER", 3),
+                ignore_limit=s.getint("WEBCRAWL_CONDITIONAL_IGNORE_LIMIT", 3),
+                lie_limit=s.getint("WEBCRAWL_CONDITIONAL_LIE_LIMIT", 1),
+                retry_seconds=s.getfloat("WEBCRAWL_CONDITIONAL_RETRY_SECONDS", 7 * 86_400.0),
+                verify_share=s.getfloat("WEBCRAWL_CONDITIONAL_VERIFY_SHARE", 0.05))
+        except ValueError as exc:
+            raise ValueError(f"WEBCRAWL_CONDITIONAL_* settings out of range: {exc}") from None
+
+    def canonical(self, url: str) -> str | None:
+        return self.canonicalizer.canonical(url)
+
+    # -- writes and failure ----------------------------------------------------------------------
+
+    def _flush(self) -> None:
+        if not self.failed:
+            self.batch.flush_safely(self.fail)
+
+    def flush(self) -> None:
+        """Send the batch now (before a read that must see it)."""
+        self._flush()
+
+    def fail(self, exc: Exception) -> None:
+        """Redis failed: stop the crawl once, with one message (see the module docstring)."""
+        if self.failed:
+            return
+        self.failed = True
+        problem = ("stopped answering" if isinstance(exc, (redis.ConnectionError, redis.TimeoutError))
+                   else "refused a command")
+        logger.error("%s %s (%s). Stopping the crawl: what Redis already holds is intact, requests "
+                     "in flight are leased and come back when the crawl resumes.",
+                     self.description, problem, exc)
+        engine = self.crawler.engine
+        if engine is not None:
+            from scrapy.utils.defer import deferred_from_coro
+
+            deferred_from_coro(engine.close_spider_async(reason="redis_unavailable"))
+
+    def close(self) -> None:
+        """Last receiver of ``engine_stopped``: flush, publish figures, let go of the server."""
+        if self._closed:
+            return
+        self._closed = True
+        self._flush()
+        self.stats.set_value("webcrawl/redis/round_trips", self.round_trips.count)
+        _runtimes.pop(self.crawler, None)
+        if self.embedded is not None and self.config.shutdown_embedded:
+            self.embedded.release(self.client)
+        try:
+            self.client.close()
+        except redis.RedisError:
+            pass
+
+
+def _origin_host(origin: str) -> str:
+    """``host`` of ``scheme://host:port`` (IPv6 in brackets kept as the host)."""
+    authority = origin.partition("://")[2]
+    return (authority.rpartition(":")[0] or authority).strip("[]")

@@ -1,0 +1,201 @@
+"""The spend controller: a process pops only the work the crawl can pay for, at the budget rate.
+
+The crawl's spend bucket (:mod:`webcrawl.state.bucket`) refills at the budget rate (a cycle's
+budget over its length; a one-run cycle gets its whole budget at once). Each process keeps a
+small wallet of tokens taken from it, topped up every tick to about half a second of spending,
+so a pop needs no extra round trip. Popping work charges its expected cost to the wallet
+(``meta["webcrawl_charged"]``); when the fetch lands, the cost middleware reconciles the charge
+with what it really cost (:meth:`SpendController.reconcile`, batched); a request that never
+reached the network gets its charge back. Spending is therefore smooth, never above the rate by
+more than what is in flight, and never refused while tokens and due work exist.
+
+Which work first, when both are ready: queued requests (new URLs: discovery) or due revisits?
+:meth:`SpendController.order` keeps discovery at its share of the recent spend: the site's
+``reserve.discovery`` share, raised while the backlog of new URLs is large beside the known pages
+(a crawl that knows 50 of 1,000 pages spends on finding the rest first). The pop falls back to the
+other kind whenever the preferred one has nothing ready, so no budget waits.
+
+Without a budget (a spider that is not a site file, or ``WEBCRAWL_BUDGET_ENABLED = False``) the
+wallet is unlimited.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from typing import TYPE_CHECKING, Any
+
+import redis
+
+from webcrawl import meta as M
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable
+
+    from scrapy import Request
+
+    from webcrawl.state.batch import WriteBatch
+    from webcrawl.state.bucket import SpendBucket
+    from webcrawl.state.queue import PoppedItem
+
+__all__ = ["SpendController"]
+
+logger = logging.getLogger(__name__)
+
+WALLET_SECONDS = 0.5
+DECAY_SECONDS = 30.0
+
+
+class SpendController:
+    """The wallet of one process (see the module docstring)."""
+
+    def __init__(self, bucket: SpendBucket | None, batch: WriteBatch, *, default_cost: float,
+                 discovery_share: float = 0.1, read_published: Callable[[], dict[str, float]] | None = None,
+                 close: Callable[[str], Any] | None = None, continuous: bool = False) -> None:
+        self.bucket = bucket
+        self.batch = batch
+        self.default_cost = default_cost
+        self.discovery_share = discovery_share
+        self.read_published = read_published
+        self.close_spider = close
+        self.continuous = continuous
+        self.wallet = 0.0 if bucket is not None else math.inf
+        self.rate = 0.0
+        self.typical_cost = default_cost
+        self.known = 0.0
+        self.backlog = 0.0
+        self._spent = {"n": 0.0, "d": 0.0}
+        self._decayed_at = time.monotonic()
+        self._published_at = -math.inf
+        self._closing = False
+        self.exhausted = False
+
+    @classmethod
+    def from_runtime(cls, runtime: Any) -> SpendController:
+        settings = runtime.crawler.settings
+        site = runtime.site
+        enabled = site is not None and settings.getbool("WEBCRAWL_BUDGET_ENABLED", True)
+        default = runtime.default_cost()
+
+        def close(reason: str) -> None:
+            from scrapy.utils.defer import deferred_from_coro
+
+            engine = runtime.crawler.engine
+            if engine is not None:
+                deferred_from_coro(engine.close_spider_async(reason=reason))
+
+        return cls(runtime.bucket if enabled else None, runtime.batch, default_cost=default,
+                   discovery_share=site.budget.reserves.discovery if site is not None else 0.1,
+                   read_published=runtime.published, close=close,
+                   continuous=runtime.continuous())
+
+    @property
+    def enabled(self) -> bool:
+        return self.bucket is not None
+
+    def open(self) -> None:
+        self.tick()
+
+    # -- popping ---------------------------------------------------------------------------------
+
+    def poppable(self) -> int:
+        """How many items the wallet can pay for now (at their typical cost)."""
+        if not self.enabled:
+            return 1 << 20
+        if self.wallet < self.typical_cost * 0.5:
+            return 0
+        return max(1, int(self.wallet / self.typical_cost))
+
+    def order(self) -> str:
+        """"nd" (new URLs first) or "dn" (due revisits first): see the module docstring."""
+        spent = self._spent["n"] + self._spent["d"]
+        target = self.discovery_share
+        if self.backlog > 0:
+            target = max(target, min(0.9, self.backlog / (self.backlog + max(self.known, 1.0))))
+        if spent <= 0:
+            return "nd"
+        return "nd" if self._spent["n"] / spent < target else "dn"
+
+    def charge(self, request: Request, item: PoppedItem) -> None:
+        if item.kind == "d":
+            stats = request.meta.get(M.PAGE_STATS) or {}
+            cost = stats.get("mean_cost") or self.typical_cost
+        else:
+            cost = request.meta.get(M.EXPECTED_COST) or self.typical_cost
+        cost = float(cost)
+        self._decay()
+        self._spent[item.kind] += cost
+        if self.enabled:
+            self.wallet -= cost
+            request.meta[M.CHARGED] = cost
+
+    def reconcile(self, request: Request, actual: float) -> None:
+        """A fetch of ``request`` cost ``actual``: settle its charge with the bucket (a fetch that
+        was never charged, such as robots.txt, is charged now)."""
+        if not self.enabled:
+            return
+        charged = float(request.meta.get(M.CHARGED) or 0.0)
+        request.meta[M.CHARGED] = 0.0
+        if charged != actual:
+            self.batch.bucket(charged - actual)
+
+    def finished(self, request: Request) -> None:
+        """The engine is done with ``request``: a charge never reconciled (it never reached the
+        network) goes back."""
+        charged = float(request.meta.get(M.CHARGED) or 0.0)
+        if charged and self.enabled:
+            request.meta[M.CHARGED] = 0.0
+            self.wallet += charged
+
+    # -- upkeep ----------------------------------------------------------------------------------
+
+    def _decay(self) -> None:
+        now = time.monotonic()
+        factor = math.exp(-(now - self._decayed_at) / DECAY_SECONDS)
+        self._decayed_at = now
+        for k in self._spent:
+            self._spent[k] *= factor
+
+    def tick(self) -> None:
+        """Top the wallet up (one round trip) and read what the allocator published."""
+        if self.read_published is not None and time.monotonic() - self._published_at > 2.0:
+            self._published_at = time.monotonic()
+            published = self.read_published()
+            self.typical_cost = published.get("typical_cost") or self.typical_cost or self.default_cost
+            self.known = published.get("known", 0.0)
+            self.backlog = published.get("backlog", 0.0)
+        if not self.enabled or self.bucket is None:
+            return
+        target = max(self.rate * WALLET_SECONDS, 2 * self.typical_cost)
+        if self.wallet < target:
+            granted, left, self.rate = self.bucket.take(target - self.wallet)
+            self.wallet += granted
+            if (not self.continuous and self.rate == 0 and left <= 0
+                    and self.wallet < self.typical_cost * 0.5):
+                self.exhausted = True
+        elif self.wallet > 2 * target:
+            self.bucket.give(self.wallet - target)
+            self.wallet = target
+
+    def budget_spent(self, pending: bool) -> None:
+        """One-run mode: the budget is spent and work is still waiting: end the run (what is
+        queued or due waits for the next run)."""
+        if self.exhausted and pending and not self._closing and self.close_spider is not None:
+            self._closing = True
+            logger.info("The cycle's budget is spent: closing; what is queued or due waits for "
+                        "the next run")
+            self.close_spider("cycle_budget_spent")
+
+    def close(self, unstarted: Iterable[PoppedItem], unfinished: Iterable[Request]) -> None:
+        """Give the wallet and unreconciled charges back to the bucket."""
+        if not self.enabled or self.bucket is None:
+            return
+        back = self.wallet
+        for request in unfinished:
+            back += float(request.meta.get(M.CHARGED) or 0.0)
+        self.wallet = 0.0
+        try:
+            self.bucket.give(back)
+        except redis.RedisError:
+            pass

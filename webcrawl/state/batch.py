@@ -1,0 +1,194 @@
+"""Redis writes of a crawl process, batched: one pipeline per flush, one script call per shard.
+
+Components never write to Redis one call at a time on the hot path. They add operations to the
+process's :class:`WriteBatch` (a page observation, a host's health, a listing summary, a lease to
+release, a request to queue, figures for the cycle ledger, a spend correction) and the batch is
+flushed once per reactor turn (the owner schedules :meth:`WriteBatch.flush` through the
+``schedule`` callable it gives): every shard gets at most one ``land`` script, one ``push``
+script and one lease call, the crawl-wide slot one ledger call and one bucket call, all in one
+pipeline, which is one round trip on a single server and one per node on a cluster.
+
+Each script call carries a fresh operation id (:func:`~webcrawl.state.scripts.new_op_id`), so
+the client's retry after a timeout cannot apply a batch twice. Answers come back through the
+callbacks given with each operation, in the order operations were added.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import redis
+
+from webcrawl.state.scripts import OP_TTL_SECONDS, new_op_id
+
+if TYPE_CHECKING:
+    from webcrawl.state.layout import CrawlLayout
+    from webcrawl.state.queue import CrawlQueue, Entry
+    from webcrawl.state.scripts import ScriptSet
+
+__all__ = ["LandSettings", "WriteBatch"]
+
+logger = logging.getLogger(__name__)
+
+Callback = Callable[[list[Any]], None]
+#: Arguments each land operation takes besides its code and host (see lua2/land.lua). Page
+#: operations take the page's URL first and the host second; host operations the host first.
+ARITY = {"O": 12, "T": 1, "I": 3, "L": 3, "M": 4, "R": 1, "B": 3, "A": 6, "F": 0, "D": 1, "V": 6}
+PAGE_OPS = frozenset("OTILMRB")
+
+
+@dataclass(frozen=True)
+class LandSettings:
+    """Crawl-wide constants the land script needs: the default host delay and sitemap trust."""
+
+    default_delay: float
+    sitemap_min_agreements: int = 5
+    sitemap_max_disagreement_rate: float = 0.05
+    sitemap_memory: int = 50
+
+
+@dataclass
+class _Shard:
+    ops: list[Any] = field(default_factory=list)
+    callbacks: list[tuple[int, Callback | None]] = field(default_factory=list)
+    entries: list[Entry] = field(default_factory=list)
+    push_callbacks: list[Callable[[int], None] | None] = field(default_factory=list)
+    acks: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
+
+    def __bool__(self) -> bool:
+        return bool(self.ops or self.entries or self.acks)
+
+
+class WriteBatch:
+    """Operations waiting for the next flush (see the module docstring)."""
+
+    def __init__(self, client: Any, scripts: ScriptSet, layout: CrawlLayout, queue: CrawlQueue,
+                 settings: LandSettings, *, bloom_slices: int,
+                 schedule: Callable[[Callable[[], None]], Any] | None = None,
+                 on_push: Callable[[int, int, int], None] | None = None) -> None:
+        self.client = client
+        self.scripts = scripts
+        self.layout = layout
+        self.queue = queue
+        self.settings = settings
+        self.bloom_slices = bloom_slices
+        self.schedule = schedule
+        #: called after each shard's push with (shard, queued in it, its seen-filter count)
+        self.on_push = on_push
+        self._shards: dict[int, _Shard] = defaultdict(_Shard)
+        self._ledger: dict[int, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+        self._bucket = 0.0
+        self._scheduled = False
+        self.flushes = 0
+
+    def __len__(self) -> int:
+        return sum(len(s.callbacks) + len(s.entries) + sum(map(len, s.acks.values()))
+                   for s in self._shards.values()) + len(self._ledger) + (self._bucket != 0)
+
+    def _soon(self) -> None:
+        if not self._scheduled and self.schedule is not None:
+            self._scheduled = True
+            self.schedule(self.flush)
+
+    # -- adding operations ----------------------------------------------------------------------
+
+    def land(self, host: str, op: tuple[str, list[Any]], callback: Callback | None = None) -> None:
+        """A land operation ``(code, arguments)`` (:mod:`webcrawl.state.pagestore` builds the
+        page ones; lua2/land.lua lists them all) about ``host`` or one of its pages."""
+        code, args = op
+        if len(args) != ARITY[code]:
+            raise ValueError(f"land op {code} takes {ARITY[code]} arguments, got {len(args)}")
+        shard = self._shards[self.layout.shard_index(host)]
+        shard.callbacks.append((len(shard.callbacks), callback))
+        shard.ops.append(code)
+        if code in PAGE_OPS:
+            shard.ops.extend((args[0], host, *args[1:]))
+        else:
+            shard.ops.extend((host, *args))
+        self._soon()
+
+    def push(self, entry: Entry, callback: Callable[[int], None] | None = None) -> None:
+        shard = self._shards[self.layout.shard_index(entry.host)]
+        shard.entries.append(entry)
+        shard.push_callbacks.append(callback)
+        self._soon()
+
+    def ack(self, shard_index: int, owner: str, lease: str) -> None:
+        self._shards[shard_index].acks[owner].append(lease)
+        self._soon()
+
+    def ledger(self, cycle_id: int, figures: dict[str, float]) -> None:
+        """Add ``figures`` (field -> amount) to cycle ``cycle_id``'s ledger."""
+        book = self._ledger[cycle_id]
+        for key, amount in figures.items():
+            book[key] += amount
+        self._soon()
+
+    def bucket(self, amount: float) -> None:
+        """Give ``amount`` back to the spend bucket (negative: charge it)."""
+        self._bucket += amount
+        self._soon()
+
+    # -- flushing -------------------------------------------------------------------------------
+
+    def flush(self) -> None:
+        """Send everything waiting, in one pipeline; answers go to the callbacks. Raises
+        :class:`redis.RedisError` when Redis fails (what was not sent stays lost only if the
+        caller gives up: the crawl stops on it)."""
+        self._scheduled = False
+        shards, self._shards = self._shards, defaultdict(_Shard)
+        ledger, self._ledger = self._ledger, defaultdict(lambda: defaultdict(float))
+        bucket, self._bucket = self._bucket, 0.0
+        if not shards and not ledger and not bucket:
+            return
+        s = self.settings
+        head = [OP_TTL_SECONDS, s.default_delay, s.sitemap_min_agreements,
+                s.sitemap_max_disagreement_rate, s.sitemap_memory]
+        plan: list[tuple[str, int, _Shard]] = []
+        pipe = self.client.pipeline(transaction=False)
+        for index, work in shards.items():
+            keys = self.layout.all_shards[index]
+            if work.entries:
+                self.queue.push(keys, work.entries, self.bloom_slices, pipe=pipe)
+                plan.append(("push", index, work))
+            if work.ops:
+                self.scripts.call("land", keys, head + work.ops, op_id=new_op_id(), client=pipe)
+                plan.append(("land", index, work))
+            for owner, leases in work.acks.items():
+                self.queue.ack(index, owner, leases, pipe=pipe)
+                plan.append(("ack", index, work))
+        for cycle_id, figures in ledger.items():
+            args: list[Any] = []
+            for key, amount in figures.items():
+                args += (key, repr(float(amount)))
+            self.scripts.call_keys("ledger", [self.layout.key(f"cycle:{cycle_id}"),
+                                              self.layout.op(new_op_id())], args, client=pipe)
+            plan.append(("ledger", 0, _Shard()))
+        if bucket:
+            self.scripts.call_keys("bucket", [self.layout.bucket, self.layout.op(new_op_id())],
+                                   ["give", repr(float(bucket))], client=pipe)
+            plan.append(("bucket", 0, _Shard()))
+        replies = pipe.execute()
+        self.flushes += 1
+        for (kind, index, work), reply in zip(plan, replies):
+            if kind == "push":
+                statuses, queued, seen = self.queue.push_reply(reply)
+                for status, callback in zip(statuses, work.push_callbacks):
+                    if callback is not None:
+                        callback(status)
+                if self.on_push is not None:
+                    self.on_push(index, queued, seen)
+            elif kind == "land":
+                for n, callback in work.callbacks:
+                    if callback is not None:
+                        callback(list(reply[4 * n:4 * n + 4]))
+
+    def flush_safely(self, on_error: Callable[[redis.RedisError], None]) -> None:
+        try:
+            self.flush()
+        except redis.RedisError as exc:
+            on_error(exc)

@@ -1,0 +1,165 @@
+"""What the crawl knows about each host, in the host's shard: its delay (the site's minimum raised
+by a Crawl-delay), its health (a decaying bad-outcome rate, the bad streak and the latest backoff
+hold), and its trust in validators and in sitemap dates.
+
+Writes are land operations (:mod:`webcrawl.state.batch`), built here; reads go through
+:class:`HostStore`, which keeps each answer a few seconds in the process (bounded LRU).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import struct
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from webcrawl.change.trust import TrustPolicy, ValidatorTrust
+from webcrawl.revisit import TrustTracker
+
+if TYPE_CHECKING:
+    from webcrawl.state.layout import CrawlLayout
+
+__all__ = ["DomainHealth", "HostStore", "attempt_op", "delay_op", "finished_op", "validator_op"]
+
+_HEALTH = struct.Struct("<dddId")
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
+
+
+def attempt_op(ok: bool, *, retry_after: float | None, base: float, maximum: float,
+               half_life: float, time: float) -> tuple[str, list[Any]]:
+    """Land operation "A": one attempt's outcome; a bad one holds the host back (Retry-After
+    first, else ``base * 2**(streak - 1)``, at most ``maximum``). Answers streak, previous
+    streak, hold seconds."""
+    return "A", ["1" if ok else "0", "" if retry_after is None else repr(float(retry_after)),
+                 repr(float(base)), repr(float(maximum)), repr(float(half_life)), repr(float(time))]
+
+
+def finished_op() -> tuple[str, list[Any]]:
+    """Land operation "F": a fetch from the host finished: its next turn is one delay away."""
+    return "F", []
+
+
+def delay_op(seconds: float) -> tuple[str, list[Any]]:
+    return "D", [repr(float(seconds))]
+
+
+def validator_op(event: str, time: float, policy: TrustPolicy) -> tuple[str, list[Any]]:
+    """Land operation "V": evidence about the host's validators (confirmed, lied, ignored,
+    not_modified); answers the host's new trust state when it changed."""
+    return "V", [event, repr(float(time)), policy.earn_after, policy.ignore_limit,
+                 policy.lie_limit, repr(float(policy.retry_seconds))]
+
+
+@dataclass(frozen=True)
+class DomainHealth:
+    bad: float = 0.0
+    weight: float = 0.0
+    at: float = 0.0
+    streak: int = 0
+    until: float = 0.0
+
+    def bad_rate(self, now: float, half_life_seconds: float) -> float:
+        bad, weight = self.bad, self.weight
+        if self.at and now > self.at:
+            factor = math.exp2(-(now - self.at) / half_life_seconds)
+            bad, weight = bad * factor, weight * factor
+        return bad / max(weight, 1.0)
+
+
+class _Cache:
+    def __init__(self, size: int, seconds: float) -> None:
+        self.size, self.seconds = size, seconds
+        self._data: OrderedDict[str, tuple[float, Any]] = OrderedDict()
+
+    def get(self, key: str) -> Any:
+        hit = self._data.get(key)
+        if hit is None or time.monotonic() - hit[0] >= self.seconds:
+            return None
+        return hit[1]
+
+    def put(self, key: str, value: Any) -> Any:
+        self._data[key] = (time.monotonic(), value)
+        self._data.move_to_end(key)
+        while len(self._data) > self.size:
+            self._data.popitem(last=False)
+        return value
+
+    def drop(self, key: str) -> None:
+        self._data.pop(key, None)
+
+
+class HostStore:
+    """Reads about hosts, cached ``cache_seconds`` per host in a bounded LRU."""
+
+    def __init__(self, client: Any, layout: CrawlLayout, *, default_delay: float,
+                 cache_seconds: float = 5.0, cache_size: int = 10_000,
+                 sitemap_trust: TrustTracker | None = None) -> None:
+        self.client = client
+        self.layout = layout
+        self.default_delay = default_delay
+        self._delays = _Cache(cache_size, cache_seconds)
+        self._health = _Cache(cache_size, cache_seconds)
+        self._validators = _Cache(cache_size, cache_seconds)
+        self._sitemaps = _Cache(cache_size, cache_seconds)
+        self.sitemap_trust = sitemap_trust or TrustTracker()
+
+    def delay(self, host: str) -> float:
+        cached = self._delays.get(host)
+        if cached is None:
+            raw = self.client.hget(self.layout.shard(host).delay, host)
+            cached = self._delays.put(host, max(float(raw), self.default_delay) if raw else
+                                      self.default_delay)
+        return cached
+
+    def note_delay(self, host: str, seconds: float) -> None:
+        """This process learned the host's delay (a Crawl-delay): use it at once."""
+        self._delays.put(host, max(seconds, self.default_delay))
+
+    def health(self, host: str) -> DomainHealth:
+        cached = self._health.get(host)
+        if cached is None:
+            raw = self.client.hget(self.layout.shard(host).health, host)
+            cached = self._health.put(host, DomainHealth(*_HEALTH.unpack(raw)) if raw else
+                                      DomainHealth())
+        return cached
+
+    def validators(self, host: str) -> ValidatorTrust:
+        cached = self._validators.get(host)
+        if cached is None:
+            raw = self.client.hget(self.layout.shard(host).trust_validators, host)
+            trust = ValidatorTrust()
+            if raw:
+                try:
+                    trust = ValidatorTrust.from_dict(json.loads(raw))
+                except (ValueError, TypeError):
+                    trust = ValidatorTrust()
+            cached = self._validators.put(host, trust)
+        return cached
+
+    def forget_validators(self, host: str) -> None:
+        self._validators.drop(host)
+
+    def sitemaps_trusted(self, host: str) -> bool:
+        cached = self._sitemaps.get(host)
+        if cached is None:
+            raw = self.client.hget(self.layout.shard(host).trust_sitemaps, host)
+            t = self.sitemap_trust
+            data = json.loads(raw) if raw else {}
+            tracker = TrustTracker(t.min_agreements, t.max_disagreement_rate, t.memory,
+                                   int(data.get("comparisons", 0)),
+                                   float(data.get("disagreement_rate", 0.0)))
+            cached = self._sitemaps.put(host, tracker.trusted)
+        return cached
+
+    def all_sitemap_trust(self) -> dict[str, dict[str, float]]:
+        out: dict[str, dict[str, float]] = {}
+        for shard in self.layout.all_shards:
+            for host, raw in self.client.hgetall(shard.trust_sitemaps).items():
+                out[_text(host)] = json.loads(raw)
+        return out

@@ -1,0 +1,66 @@
+-- Shared by the shard scripts (prepended by webcrawl/state/scripts.py, after the record helpers).
+-- Members: frontier "<host>\0<priority key>\0<seq>|<json>", due "<host>\0<due ms>\0<kind><url>".
+local function server_now()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) + tonumber(t[2]) / 1e6
+end
+
+local function num(x) return string.format('%.17g', x) end
+
+local function host_first(key, host)
+  local m = redis.call('ZRANGEBYLEX', key, '[' .. host .. '\0', '(' .. host .. '\1', 'LIMIT', 0, 1)
+  return m[1]
+end
+
+local function host_count(key, host)
+  return redis.call('ZLEXCOUNT', key, '[' .. host .. '\0', '(' .. host .. '\1')
+end
+
+local function due_member(host, due, kind, url)
+  return host .. '\0' .. string.format('%013d', math.floor(due * 1000 + 0.5)) .. '\0' .. kind .. url
+end
+
+-- host, due (seconds), kind, url of a due member
+local function due_parts(member)
+  local a = string.find(member, '\0', 1, true)
+  local b = string.find(member, '\0', a + 1, true)
+  return string.sub(member, 1, a - 1), tonumber(string.sub(member, a + 1, b - 1)) / 1000,
+         string.sub(member, b + 1, b + 1), string.sub(member, b + 2)
+end
+
+-- K: table with frontier, due, next, ready_new, ready_due key names.
+-- Recompute a host's places in both ready queues from its next-allowed time and its work.
+local function rescore(K, host)
+  local nxt = tonumber(redis.call('HGET', K.next, host) or 0)
+  if host_first(K.frontier, host) then
+    redis.call('ZADD', K.ready_new, nxt, host)
+  else
+    redis.call('ZREM', K.ready_new, host)
+  end
+  local first = host_first(K.due, host)
+  if first then
+    local _, due = due_parts(first)
+    redis.call('ZADD', K.ready_due, math.max(nxt, due), host)
+  else
+    redis.call('ZREM', K.ready_due, host)
+  end
+end
+
+local function delay_of(K, host, default_delay)
+  return tonumber(redis.call('HGET', K.delay, host) or default_delay)
+end
+
+-- Idempotency: a call with an op id whose answer is kept returns it again, doing nothing.
+local function op_cached(key)
+  if key == nil or key == '' then return nil end
+  local raw = redis.call('GET', key)
+  if raw then return cmsgpack.unpack(raw) end
+  return nil
+end
+
+local function op_store(key, ttl, result)
+  if key ~= nil and key ~= '' then
+    redis.call('SET', key, cmsgpack.pack(result), 'EX', ttl)
+  end
+  return result
+end

@@ -1,0 +1,356 @@
+-- Everything a shard learns from a batch of fetches, atomically, in one call per reactor turn:
+-- page observations, attempts (host health and backoff), politeness from finished fetches,
+-- listing summaries, sitemap dates, revisit intervals and triggers, Crawl-delays, validator trust.
+-- KEYS: pages, validators, due, ready_due, next, delay, health, ready_new, frontier, listing,
+--       trust_sitemaps, trust_validators, dirty, bodies, op
+-- ARGV: op ttl, default delay, sitemap trust (min agreements, max disagreement rate, memory),
+--       then ops, each a code and its arguments (below). Returns 4 values per op.
+--   O url host kind(f|n) time hash set_validators etag last_modified type tier pkind(p|s) change_age billed
+--       -> verdict (new|changed|unchanged|none), interval, sitemap trust news, ''
+--   T url host             -> '1' when the page is now due at once (a known change)
+--   I url host iv due_at   -> '1' when rescheduled (allocator: interval, optional due time)
+--   L url host hash listed_at      -> first|changed|unchanged|seen (listing summary)
+--   M url host lastmod read_at mode -> '1' when the date made the page due (trusted and newer)
+--   A host ok retry_after base max half_life time -> streak, previous streak, hold seconds
+--   R url host             -> '1' when a popped revisit that landed no observation is scheduled again
+--   F host                 -> next-allowed time pushed to now + delay (a fetch finished)
+--   D host seconds         -> the host's delay set (a Crawl-delay)
+--   V host event time earn_after ignore_limit lie_limit retry_seconds -> new state or ''
+--   B url host pointer body_hash time -> the page's latest stored body
+local K = {pages = KEYS[1], validators = KEYS[2], due = KEYS[3], ready_due = KEYS[4],
+           next = KEYS[5], delay = KEYS[6], health = KEYS[7], ready_new = KEYS[8],
+           frontier = KEYS[9], listing = KEYS[10], trust_sitemaps = KEYS[11],
+           trust_validators = KEYS[12], dirty = KEYS[13], bodies = KEYS[14]}
+local cached = op_cached(KEYS[15])
+if cached then return cached end
+local default_delay = tonumber(ARGV[2])
+local TS_MIN, TS_MAX, TS_MEMORY = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+local now = server_now()
+local out = {}
+local rescored = {}
+
+local function reschedule(r, url, host, due)
+  -- r.due is the due member's time while the page is queued, -1 in flight, 0 unscheduled.
+  if r.due > 0 then
+    redis.call('ZREM', K.due, due_member(host, r.due, r.kind == 1 and 's' or 'p', url))
+  end
+  if due and due > 0 then
+    r.due = due
+    redis.call('ZADD', K.due, 0, due_member(host, due, r.kind == 1 and 's' or 'p', url))
+  elseif r.due ~= -1 then
+    r.due = 0
+  end
+  rescored[host] = true
+end
+
+local function add_interval(r, interval)
+  local t = math.max(interval, BIN_BASE)
+  local b = math.floor(BINS_PER_DOUBLING * math.log(t / BIN_BASE) / math.log(2))
+  b = math.min(math.max(b, 0), NBINS - 1)
+  local free, nearest, best = nil, nil, nil
+  for i = 0, REC_SLOTS - 1 do
+    local bi = r['b' .. i]
+    if bi == b then free = i break end
+    if bi == REC_EMPTY_BIN then
+      free = free or i
+    elseif not best or math.abs(bi - b) < best then
+      nearest, best = i, math.abs(bi - b)
+    end
+  end
+  local slot = free or nearest
+  if r['b' .. slot] == REC_EMPTY_BIN then r['b' .. slot] = b end
+  r['n' .. slot] = r['n' .. slot] + 1
+  r['s' .. slot] = r['s' .. slot] + interval
+end
+
+local function tracker(key, host)
+  local raw = redis.call('HGET', key, host)
+  if raw then return cjson.decode(raw) end
+  return {comparisons = 0, disagreement_rate = 0}
+end
+
+local function judge_sitemap(host, agrees)
+  local t = tracker(K.trust_sitemaps, host)
+  local before = t.comparisons >= TS_MIN and t.disagreement_rate <= TS_MAX
+  t.comparisons = t.comparisons + 1
+  local w = math.max(1 / TS_MEMORY, 1 / t.comparisons)
+  t.disagreement_rate = t.disagreement_rate + w * ((agrees and 0 or 1) - t.disagreement_rate)
+  if not agrees and t.disagreement_rate > TS_MAX then t.comparisons = 0 end
+  redis.call('HSET', K.trust_sitemaps, host, cjson.encode(t))
+  local after = t.comparisons >= TS_MIN and t.disagreement_rate <= TS_MAX
+  if after ~= before then return after and 'trusted' or 'distrusted' end
+  return ''
+end
+
+local function sitemap_trusted(host, mode)
+  if mode == 'always' then return true end
+  if mode == 'never' then return false end
+  local t = tracker(K.trust_sitemaps, host)
+  return t.comparisons >= TS_MIN and t.disagreement_rate <= TS_MAX
+end
+
+local function observe(url, host, kind, time, hash, set_v, etag, lm, ptype, tier, pkind, age, billed)
+  local raw = redis.call('HGET', K.pages, url)
+  local r = rec_read(raw)
+  local news = ''
+  r.fetches = r.fetches + 1
+  if billed then
+    r.billed = r.billed + billed
+    r.billed_n = r.billed_n + 1
+  end
+  if ptype > 0 then r.type = ptype end
+  if tier >= 0 then r.tier = tier end
+  if pkind == 's' then r.kind = 1 end
+  local verdict, interval = 'none', nil
+  if kind == 'n' then
+    r.not_modified = r.not_modified + 1
+    r.last304 = time
+  end
+  if not raw then
+    if kind == 'f' then
+      verdict = 'new'
+      r.first_seen, r.last_fetched, r.last_change = time, time, time
+    end
+  else
+    local previous = r.last_fetched
+    interval = math.max(time - previous, 0)
+    if time > previous then r.last_fetched = time end
+    local changed = kind == 'f' and r.hash ~= hash
+    r.visits = r.visits + 1
+    r.seconds = r.seconds + interval
+    if changed then
+      verdict = 'changed'
+      r.changes = r.changes + 1
+      r.last_change = time
+      if age and age >= 0 and age <= interval then
+        r.exact_changes = r.exact_changes + 1
+        r.exact_seconds = r.exact_seconds + age
+      else
+        add_interval(r, interval)
+      end
+    else
+      verdict = 'unchanged'
+      r.unchanged_seconds = r.unchanged_seconds + interval
+    end
+    r.last_interval = interval
+    r.last_changed = changed and 1 or 0
+    -- Sitemap date read after our previous fetch: did it tell the truth? Judged only where the
+    -- time since the read is short beside the time before it, so a change the date could not
+    -- know of (made after the read) is unlikely.
+    if kind == 'f' and r.lastmod > 0 and r.lastmod_read > previous and
+        (time - r.lastmod_read) <= 0.25 * (r.lastmod_read - previous) then
+      local says_changed = r.lastmod > previous
+      news = judge_sitemap(host, says_changed == changed)
+    end
+  end
+  if kind == 'f' then r.hash = hash end
+  if set_v == '1' then
+    if etag ~= '' or lm ~= '' then
+      redis.call('HSET', K.validators, url, etag .. '\t' .. lm)
+    else
+      redis.call('HDEL', K.validators, url)
+    end
+  end
+  if verdict ~= 'none' or raw then
+    local due = nil
+    if r.iv > 0 then due = r.last_fetched + r.iv end
+    if r.due == -1 then r.due = 0 end
+    reschedule(r, url, host, due)
+    redis.call('HSET', K.pages, url, rec_write(r))
+    redis.call('SADD', K.dirty, url)
+  end
+  return verdict, interval and num(interval) or '', news, ''
+end
+
+local function trigger(url, host, at)
+  local raw = redis.call('HGET', K.pages, url)
+  if not raw then return '' end
+  local r = rec_read(raw)
+  if r.due == -1 or (r.due > 0 and r.due <= at) then return '' end
+  reschedule(r, url, host, at)
+  redis.call('HSET', K.pages, url, rec_write(r))
+  return '1'
+end
+
+local function interval(url, host, iv, due_at)
+  local raw = redis.call('HGET', K.pages, url)
+  if not raw then return '' end
+  local r = rec_read(raw)
+  r.iv = iv
+  if r.due ~= -1 then
+    local due = due_at
+    if not due and iv > 0 then due = r.last_fetched + iv end
+    reschedule(r, url, host, due)
+  end
+  redis.call('HSET', K.pages, url, rec_write(r))
+  return '1'
+end
+
+local function listing(url, host, hash, listed_at)
+  local old = redis.call('HGET', K.listing, url)
+  local changed_at, status = '0', 'first'
+  local previous_listed = 0
+  if old then
+    local h, t, l = string.match(old, '^(%S+) (%S+) (%S+)')
+    previous_listed = tonumber(l) or 0
+    if h == hash then changed_at, status = t, 'unchanged' else changed_at, status = num(listed_at), 'changed' end
+  end
+  redis.call('HSET', K.listing, url, hash .. ' ' .. changed_at .. ' ' .. num(listed_at))
+  if status == 'changed' then
+    local raw = redis.call('HGET', K.pages, url)
+    local r = raw and rec_read(raw)
+    if r and r.last_fetched >= previous_listed and r.last_changed == 1 then
+      status = 'seen'  -- fetched since the previous listing, and the change was seen then
+    elseif r then
+      trigger(url, host, now)
+    end
+  end
+  return status
+end
+
+local function lastmod(url, host, date, read_at, mode)
+  local raw = redis.call('HGET', K.pages, url)
+  if not raw then return '' end
+  local r = rec_read(raw)
+  r.lastmod, r.lastmod_read = date, read_at
+  redis.call('HSET', K.pages, url, rec_write(r))
+  if date > r.last_fetched and sitemap_trusted(host, mode) then return trigger(url, host, now) end
+  return ''
+end
+
+local function attempt(host, ok, retry_after, base, max, half, time)
+  local raw = redis.call('HGET', K.health, host)
+  local bad, weight, at, streak, hold_until = 0, 0, 0, 0, 0
+  if raw then bad, weight, at, streak, hold_until = struct.unpack('<dddI4d', raw) end
+  local previous = streak
+  if at > 0 and time > at then
+    local factor = 2 ^ (-(time - at) / half)
+    bad, weight = bad * factor, weight * factor
+  end
+  if time > at then at = time end
+  weight = weight + 1
+  local hold = 0
+  if ok == '1' then
+    streak = 0
+  else
+    bad, streak = bad + 1, streak + 1
+    hold = retry_after or base * 2 ^ (streak - 1)
+    hold = math.min(math.max(hold, 0), max)
+    hold_until = math.max(hold_until, now + hold)
+    local nxt = tonumber(redis.call('HGET', K.next, host) or 0)
+    if now + hold > nxt then
+      redis.call('HSET', K.next, host, num(now + hold))
+      rescored[host] = true
+    end
+  end
+  redis.call('HSET', K.health, host, struct.pack('<dddI4d', bad, weight, at, streak, hold_until))
+  return streak, previous, num(hold)
+end
+
+local function finished(host)
+  local wanted = now + delay_of(K, host, default_delay)
+  local nxt = tonumber(redis.call('HGET', K.next, host) or 0)
+  if wanted > nxt then
+    redis.call('HSET', K.next, host, num(wanted))
+    rescored[host] = true
+  end
+end
+
+local function validator_trust(host, event, time, earn_after, ignore_limit, lie_limit, retry)
+  local raw = redis.call('HGET', K.trust_validators, host)
+  local t = raw and cjson.decode(raw) or {state = 'learning', confirmed = 0, ignored_run = 0,
+                                         lies = 0, not_modified = 0, since = 0, reason = ''}
+  local before = t.state
+  if t.state == 'distrusted' then
+    if time < t.since + retry then return '' end
+    t.state, t.confirmed, t.ignored_run, t.lies, t.since = 'learning', 0, 0, 0, time
+  end
+  local function distrust(reason)
+    t.state, t.since, t.reason = 'distrusted', time, reason
+    t.confirmed, t.ignored_run, t.lies = 0, 0, 0
+  end
+  if event == 'lied' then
+    t.lies = t.lies + 1
+    if t.lies >= lie_limit then distrust('answers 304 while the record changed') end
+  elseif event == 'ignored' then
+    t.ignored_run = t.ignored_run + 1
+    if t.ignored_run >= ignore_limit then
+      distrust('answers 200 to conditional requests for unchanged records')
+    end
+  else
+    t.ignored_run = 0
+    t.not_modified = t.not_modified + 1
+    if event == 'confirmed' then
+      t.confirmed = t.confirmed + 1
+      if t.state == 'learning' and t.confirmed >= earn_after then t.state, t.since = 'trusted', time end
+    end
+  end
+  redis.call('HSET', K.trust_validators, host, cjson.encode(t))
+  if t.state ~= before then return t.state end
+  return ''
+end
+
+local function release(url, host)
+  local raw = redis.call('HGET', K.pages, url)
+  if not raw then return '' end
+  local r = rec_read(raw)
+  if r.due ~= -1 then return '' end
+  r.due = 0
+  local due = now
+  if r.iv > 0 then due = math.max(now, r.last_fetched + r.iv) end
+  reschedule(r, url, host, due)
+  redis.call('HSET', K.pages, url, rec_write(r))
+  return '1'
+end
+
+local function opt(x) if x == '' then return nil end return tonumber(x) end
+
+local i = 6
+while i <= #ARGV do
+  local code = ARGV[i]
+  local a, b, c, d = '', '', '', ''
+  if code == 'O' then
+    a, b, c, d = observe(ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], tonumber(ARGV[i + 4]), ARGV[i + 5],
+                         ARGV[i + 6], ARGV[i + 7], ARGV[i + 8], tonumber(ARGV[i + 9]),
+                         tonumber(ARGV[i + 10]), ARGV[i + 11], opt(ARGV[i + 12]), opt(ARGV[i + 13]))
+    i = i + 14
+  elseif code == 'T' then
+    a = trigger(ARGV[i + 1], ARGV[i + 2], now)
+    i = i + 3
+  elseif code == 'I' then
+    a = interval(ARGV[i + 1], ARGV[i + 2], tonumber(ARGV[i + 3]), opt(ARGV[i + 4]))
+    i = i + 5
+  elseif code == 'L' then
+    a = listing(ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], tonumber(ARGV[i + 4]))
+    i = i + 5
+  elseif code == 'M' then
+    a = lastmod(ARGV[i + 1], ARGV[i + 2], tonumber(ARGV[i + 3]), tonumber(ARGV[i + 4]), ARGV[i + 5])
+    i = i + 6
+  elseif code == 'A' then
+    a, b, c = attempt(ARGV[i + 1], ARGV[i + 2], opt(ARGV[i + 3]), tonumber(ARGV[i + 4]),
+                      tonumber(ARGV[i + 5]), tonumber(ARGV[i + 6]), tonumber(ARGV[i + 7]))
+    i = i + 8
+  elseif code == 'R' then
+    a = release(ARGV[i + 1], ARGV[i + 2])
+    i = i + 3
+  elseif code == 'F' then
+    finished(ARGV[i + 1])
+    i = i + 2
+  elseif code == 'D' then
+    redis.call('HSET', K.delay, ARGV[i + 1], ARGV[i + 2])
+    i = i + 3
+  elseif code == 'B' then
+    redis.call('HSET', K.bodies, ARGV[i + 1], ARGV[i + 3] .. '\t' .. ARGV[i + 4] .. '\t' .. ARGV[i + 5])
+    i = i + 6
+  elseif code == 'V' then
+    a = validator_trust(ARGV[i + 1], ARGV[i + 2], tonumber(ARGV[i + 3]), tonumber(ARGV[i + 4]),
+                        tonumber(ARGV[i + 5]), tonumber(ARGV[i + 6]), tonumber(ARGV[i + 7]))
+    i = i + 8
+  else
+    return redis.error_reply('land: unknown op ' .. tostring(code) .. ' at argument ' .. i)
+  end
+  local o = #out
+  out[o + 1], out[o + 2], out[o + 3], out[o + 4] = a, b, c, d
+end
+for host in pairs(rescored) do rescore(K, host) end
+return op_store(KEYS[15], tonumber(ARGV[1]), out)

@@ -1,0 +1,61 @@
+-- Push a batch of requests into their hosts' frontiers, atomically. A request with filter "1" is
+-- first tested against the shard's slice of the seen-URL filter (k bit offsets): seen ones are
+-- dropped, new ones mark their bits. A host's frontier past `cap` entries evicts its worst one.
+-- Requests to excluded hosts are refused.
+-- KEYS: frontier, ready_new, ready_due, due, next, seen, seen_meta, excluded, queued, seq, op
+-- ARGV: cap, k, n, op ttl, then n entries: host, priority key, payload, filter, [k offsets]
+-- Returns {queued, seen count, status 1..n}: 0 seen, 1 pushed, 2 pushed and evicted another,
+--          3 excluded host
+local K = {frontier = KEYS[1], ready_new = KEYS[2], ready_due = KEYS[3], due = KEYS[4],
+           next = KEYS[5]}
+local cached = op_cached(KEYS[11])
+if cached then return cached end
+local cap, k, n = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local seen, excluded = KEYS[6], KEYS[8]
+local seq = redis.call('INCRBY', KEYS[10], n) - n
+local statuses, pushed, evicted, new_urls = {}, 0, 0, 0
+local touched = {}
+local i = 5
+for e = 1, n do
+  local host, pkey, payload, filter = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
+  i = i + 4
+  local status = 1
+  if redis.call('SISMEMBER', excluded, host) == 1 then
+    status = 3
+  elseif filter == '1' then
+    local all_set = true
+    for j = 0, k - 1 do
+      if redis.call('GETBIT', seen, ARGV[i + j]) == 0 then all_set = false break end
+    end
+    if all_set then
+      status = 0
+    else
+      for j = 0, k - 1 do redis.call('SETBIT', seen, ARGV[i + j], 1) end
+      new_urls = new_urls + 1
+    end
+  end
+  if filter == '1' then i = i + k end
+  if status == 1 then
+    seq = seq + 1
+    redis.call('ZADD', K.frontier, 0, host .. '\0' .. pkey .. '\0' .. string.format('%012d', seq)
+               .. '|' .. payload)
+    pushed = pushed + 1
+    if cap > 0 and host_count(K.frontier, host) > cap then
+      local worst = redis.call('ZREVRANGEBYLEX', K.frontier, '(' .. host .. '\1',
+                               '[' .. host .. '\0', 'LIMIT', 0, 1)[1]
+      redis.call('ZREM', K.frontier, worst)
+      evicted = evicted + 1
+      status = 2
+    end
+    touched[host] = true
+  end
+  statuses[e] = status
+end
+for host in pairs(touched) do
+  if not redis.call('ZSCORE', K.ready_new, host) then rescore(K, host) end
+end
+local queued = redis.call('INCRBY', KEYS[9], pushed - evicted)
+local count = redis.call('HINCRBY', KEYS[7], 'count', new_urls)
+local result = {queued, count}
+for e = 1, n do result[e + 2] = statuses[e] end
+return op_store(KEYS[11], tonumber(ARGV[4]), result)

@@ -1,0 +1,125 @@
+"""Known pages in Redis: their packed records (:mod:`webcrawl.state.records`) and validators, in
+the ``pages`` and ``validators`` hashes of their host's shard.
+
+Writes go through the land script (:mod:`webcrawl.state.batch`); this module reads, and builds
+the arguments of the land operations about pages, so that their encoding lives in one place:
+
+- :func:`observe_op`: a fetch's outcome (a whole response with its record hash, or a 304);
+- :func:`interval_op`: the revisit interval the allocator gave a page (and optionally a due time);
+- :func:`trigger_op`: a known change (a listing's summary or a trusted sitemap date): due now;
+- :func:`lastmod_op`: a sitemap's date for a page; :func:`listing_op`: a listed item's summary.
+
+The allocator follows the records through each shard's ``dirty`` set (:meth:`PageStore.take_dirty`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from webcrawl.state import records
+from webcrawl.state.records import Record
+
+if TYPE_CHECKING:
+    from webcrawl.state.layout import CrawlLayout
+
+__all__ = ["PageStore", "body_op", "hash_bytes", "interval_op", "lastmod_op", "listing_op", "observe_op",
+           "release_op", "trigger_op"]
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode("utf-8", "surrogateescape") if isinstance(value, bytes) else value
+
+
+def hash_bytes(record_hash: str) -> bytes:
+    """The 8 bytes of a record hash (hex) a page record keeps."""
+    return bytes.fromhex(record_hash[:16].ljust(16, "0"))
+
+
+def observe_op(url: str, *, full: bool, time: float, record_hash: str | None = None,
+               validators: tuple[str | None, str | None] | None = None, type_id: int = 0,
+               tier: int | None = None, sitemap: bool = False, change_age: float | None = None,
+               billed: float | None = None) -> tuple[str, list[Any]]:
+    """Land operation "O": a whole response (``full``, with its record hash) or a 304.
+    ``validators`` (etag, last-modified) replace the stored ones when given. ``billed``: what
+    the fetch cost (None for an observation that was no fetch of the page)."""
+    etag, modified = validators if validators is not None else (None, None)
+    return "O", [url, "f" if full else "n", repr(float(time)),
+                 hash_bytes(record_hash) if record_hash else b"", "1" if validators else "0",
+                 etag or "", modified or "", type_id, -1 if tier is None else tier,
+                 "s" if sitemap else "p", "" if change_age is None else repr(float(change_age)),
+                 "" if billed is None else repr(float(billed))]
+
+
+def interval_op(url: str, interval: float, due_at: float | None = None) -> tuple[str, list[Any]]:
+    return "I", [url, repr(float(interval)), "" if due_at is None else repr(float(due_at))]
+
+
+def trigger_op(url: str) -> tuple[str, list[Any]]:
+    return "T", [url]
+
+
+def release_op(url: str) -> tuple[str, list[Any]]:
+    return "R", [url]
+
+
+def lastmod_op(url: str, lastmod: float, read_at: float, mode: str) -> tuple[str, list[Any]]:
+    return "M", [url, repr(float(lastmod)), repr(float(read_at)), mode]
+
+
+def body_op(url: str, pointer: str, body_digest: str, fetch_time: float) -> tuple[str, list[Any]]:
+    """Land operation "B": where the page's latest stored body is."""
+    return "B", [url, pointer, body_digest, repr(float(fetch_time))]
+
+
+def listing_op(url: str, summary_hash: str, listed_at: float) -> tuple[str, list[Any]]:
+    return "L", [url, summary_hash, repr(float(listed_at))]
+
+
+class PageStore:
+    """Read page records and validators of one crawl."""
+
+    def __init__(self, client: Any, layout: CrawlLayout) -> None:
+        self.client = client
+        self.layout = layout
+
+    def get(self, url: str, host: str) -> Record | None:
+        raw = self.client.hget(self.layout.shard(host).pages, url)
+        return records.unpack(raw) if raw else None
+
+    def validators(self, url: str, host: str) -> tuple[str | None, str | None]:
+        raw = self.client.hget(self.layout.shard(host).validators, url)
+        if not raw:
+            return None, None
+        etag, _, modified = _text(raw).partition("\t")
+        return etag or None, modified or None
+
+    def body(self, url: str, host: str) -> tuple[str, str, float] | None:
+        """``(pointer, body hash, fetch time)`` of the page's latest stored body."""
+        raw = self.client.hget(self.layout.shard(host).bodies, url)
+        if not raw:
+            return None
+        pointer, digest, when = _text(raw).split("\t")
+        return pointer, digest, float(when)
+
+    def count(self) -> int:
+        pipe = self.client.pipeline(transaction=False)
+        for shard in self.layout.all_shards:
+            pipe.hlen(shard.pages)
+        return sum(int(n) for n in pipe.execute())
+
+    def scan(self, index: int, batch: int = 2000) -> Iterator[tuple[str, bytes]]:
+        """Every ``(url, packed record)`` of shard ``index`` (HSCAN: never blocks the server)."""
+        key = self.layout.all_shards[index].pages
+        for url, raw in self.client.hscan_iter(key, count=batch):
+            yield _text(url), raw
+
+    def take_dirty(self, index: int, count: int = 5000) -> list[str]:
+        """Up to ``count`` pages of shard ``index`` whose records changed since the last call."""
+        urls = self.client.spop(self.layout.all_shards[index].dirty, count) or []
+        return [_text(u) for u in urls]
+
+    def raw_records(self, index: int, urls: list[str]) -> list[bytes | None]:
+        if not urls:
+            return []
+        return list(self.client.hmget(self.layout.all_shards[index].pages, urls))

@@ -1,0 +1,266 @@
+"""The crawl's work queues in Redis: per-host frontiers of queued requests, per-host revisits due
+at set times, and the two ready queues of hosts ordered by when their turn comes.
+
+Every process sharing a crawl pops through :meth:`CrawlQueue.pop`, one Lua script per shard: it
+takes the host whose turn came first, its best request (or its earliest due revisit), sets the
+host's next-allowed time to now + the host's delay by the Redis server's clock, and leases the
+item to the caller. A host is never fetched more often than its delay allows, whatever the
+number of processes and however their clocks differ. Leases carry the owner's token and a fresh
+id per pop: only the owner can renew or acknowledge one, and an expired lease is put back by
+anyone (:meth:`CrawlQueue.reclaim_expired`), so a crash loses nothing and a stalled process
+cannot release work that was reclaimed and handed to another.
+
+Request payloads are JSON (:mod:`webcrawl.requestcodec`), never pickle. Revisits are only a URL
+and a kind (page or sitemap); the caller builds their request.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from webcrawl.state.scripts import OP_TTL_SECONDS, new_op_id
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Sequence
+
+    from webcrawl.state.layout import CrawlLayout, ShardKeys
+    from webcrawl.state.scripts import ScriptSet
+    from webcrawl.state.seen import BloomParams
+
+__all__ = ["EVICTED", "EXCLUDED", "FILTERED", "PUSHED", "Entry", "Popped", "PoppedItem",
+           "CrawlQueue", "priority_key"]
+
+FILTERED, PUSHED, EVICTED, EXCLUDED = 0, 1, 2, 3
+_MAX_PRIORITY = 2**31 - 1
+
+
+def priority_key(priority: int) -> str:
+    """Eight hex digits that sort higher priorities first (Scrapy: higher goes first)."""
+    p = max(-_MAX_PRIORITY, min(_MAX_PRIORITY, int(priority)))
+    return format(_MAX_PRIORITY - p, "08x")
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode("utf-8", "surrogateescape") if isinstance(value, bytes) else value
+
+
+@dataclass(frozen=True)
+class Entry:
+    """A request to push: its host, priority, JSON payload and, to be tested against the seen
+    filter, its bit offsets in the host's shard (None: no test, e.g. ``dont_filter``)."""
+
+    host: str
+    priority: int
+    payload: str
+    offsets: Sequence[int] | None = None
+
+
+@dataclass(frozen=True)
+class PoppedItem:
+    """One leased piece of work: ``kind`` "n" (a queued request: ``item`` is its payload) or "d"
+    (a revisit: ``item`` is ``<kind letter><url>``, ``record`` the page's packed record and
+    ``validators`` its stored ETag and Last-Modified, read in the same step)."""
+
+    lease: str
+    kind: str
+    item: str
+    record: bytes | None
+    validators: tuple[str, str] | None
+    delay: float
+    host: str
+    shard: int
+
+
+@dataclass(frozen=True)
+class Popped:
+    """What one pop returned: the items, the server's time, the shard's queued requests, and when
+    its next host turns ready for new work and for revisits (None: nothing queued)."""
+
+    items: list[PoppedItem]
+    now: float
+    queued: int
+    earliest_new: float | None
+    earliest_due: float | None
+    dropped: int
+
+    @property
+    def earliest(self) -> float | None:
+        times = [t for t in (self.earliest_new, self.earliest_due) if t is not None]
+        return min(times) if times else None
+
+
+class CrawlQueue:
+    """The queues of one crawl, over all its shards (see the module docstring)."""
+
+    def __init__(self, client: Any, scripts: ScriptSet, layout: CrawlLayout, *, cap: int,
+                 default_delay: float, lease_seconds: float) -> None:
+        self.client = client
+        self.scripts = scripts
+        self.layout = layout
+        self.cap = cap
+        self.default_delay = default_delay
+        self.lease_seconds = lease_seconds
+
+    # -- pushing --------------------------------------------------------------------------------
+
+    def push_args(self, entries: Sequence[Entry], k: int) -> list[Any]:
+        args: list[Any] = [self.cap, k, len(entries), OP_TTL_SECONDS]
+        for e in entries:
+            args += (e.host, priority_key(e.priority), e.payload)
+            if e.offsets is None:
+                args.append("0")
+            else:
+                args.append("1")
+                args += e.offsets
+        return args
+
+    def push(self, shard: ShardKeys, entries: Sequence[Entry], k: int, *, pipe: Any = None,
+             op_id: str | None = None) -> Any:
+        """Queue ``entries`` (all of hosts of ``shard``); with ``pipe``, queued on that pipeline.
+        Answers ``[queued, seen count, status...]`` (:func:`push_reply` reads it)."""
+        return self.scripts.call("push", shard, self.push_args(entries, k),
+                                 op_id=op_id or new_op_id(), client=pipe)
+
+    @staticmethod
+    def push_reply(reply: list[Any]) -> tuple[list[int], int, int]:
+        """``(statuses, queued in the shard, URLs the shard's seen filter holds)``."""
+        return [int(s) for s in reply[2:]], int(reply[0]), int(reply[1])
+
+    # -- popping --------------------------------------------------------------------------------
+
+    def pop(self, index: int, owner: str, first_lease: int, max_count: int, order: str) -> Popped:
+        shard = self.layout.all_shards[index]
+        reply = self.scripts.call("pop", shard, [owner, first_lease, max_count, order,
+                                                 self.default_delay, self.lease_seconds,
+                                                 OP_TTL_SECONDS], op_id=new_op_id())
+        return self.pop_reply(index, reply)
+
+    @staticmethod
+    def pop_reply(index: int, reply: list[Any]) -> Popped:
+        items = []
+        for i in range(5, len(reply), 7):
+            lease, kind, item, record, validators, delay, host = reply[i:i + 7]
+            v = None
+            if validators:
+                etag, _, modified = _text(validators).partition("\t")
+                v = (etag, modified)
+            items.append(PoppedItem(_text(lease), _text(kind), _text(item), record or None, v,
+                                    float(delay), _text(host), index))
+        return Popped(items, float(reply[0]), int(reply[1]),
+                      float(reply[2]) if reply[2] else None, float(reply[3]) if reply[3] else None,
+                      int(reply[4]))
+
+    # -- leases ---------------------------------------------------------------------------------
+
+    def ack(self, index: int, owner: str, leases: Iterable[str], *, pipe: Any = None) -> Any:
+        ids = list(leases)
+        if not ids:
+            return 0
+        return self.scripts.call("lease", self.layout.all_shards[index],
+                                 [owner, "ack", self.lease_seconds, *ids], client=pipe)
+
+    def renew(self, index: int, owner: str, leases: Iterable[str], *, pipe: Any = None) -> Any:
+        ids = list(leases)
+        if not ids:
+            return 0
+        return self.scripts.call("lease", self.layout.all_shards[index],
+                                 [owner, "renew", self.lease_seconds, *ids], client=pipe)
+
+    def requeue_owned(self, index: int, owner: str, leases: Iterable[str]) -> int:
+        """Put this owner's leased work back in line now (a process closing early)."""
+        ids = list(leases)
+        if not ids:
+            return 0
+        return int(self.scripts.call("reclaim", self.layout.all_shards[index],
+                                     ["owned", owner, 0, *ids]))
+
+    def reclaim_expired(self, index: int, batch: int = 1000) -> int:
+        """Put back work whose lease expired by the server's clock (its owner died or stalled)."""
+        total = 0
+        while True:
+            back = int(self.scripts.call("reclaim", self.layout.all_shards[index],
+                                         ["expired", "", batch]))
+            total += back
+            if back < batch:
+                return total
+
+    # -- politeness -----------------------------------------------------------------------------
+
+    def claim(self, host: str) -> float:
+        """Take the host's next fetch slot for a request that was not popped (robots.txt): 0 when
+        taken, else the seconds to wait before asking again."""
+        reply = self.scripts.call("claim", self.layout.shard(host), [host, self.default_delay])
+        return float(reply)
+
+    # -- figures --------------------------------------------------------------------------------
+
+    def counts(self) -> tuple[int, int, int]:
+        """``(queued requests, revisits scheduled, leases)`` over every shard."""
+        pipe = self.client.pipeline(transaction=False)
+        for shard in self.layout.all_shards:
+            pipe.get(shard.queued)
+            pipe.zcard(shard.due)
+            pipe.zcard(shard.leases)
+        replies = pipe.execute()
+        queued = sum(int(v or 0) for v in replies[0::3])
+        return queued, sum(int(v) for v in replies[1::3]), sum(int(v) for v in replies[2::3])
+
+    def earliest(self) -> list[tuple[float | None, float | None]]:
+        """Per shard: when its first host turns ready for new work and for revisits."""
+        pipe = self.client.pipeline(transaction=False)
+        for shard in self.layout.all_shards:
+            pipe.zrange(shard.ready_new, 0, 0, withscores=True)
+            pipe.zrange(shard.ready_due, 0, 0, withscores=True)
+        replies = pipe.execute()
+        out = []
+        for i in range(0, len(replies), 2):
+            new, due = replies[i], replies[i + 1]
+            out.append((float(new[0][1]) if new else None, float(due[0][1]) if due else None))
+        return out
+
+    def set_delay(self, host: str, seconds: float) -> None:
+        self.client.hset(self.layout.shard(host).delay, host, repr(float(seconds)))
+
+    def sync_exclusions(self, version: int, hosts: Iterable[str]) -> int:
+        """Bring every shard's mirror of the exclusion list to ``version``; returns the queued
+        requests dropped for newly excluded hosts."""
+        hosts = list(hosts)
+        dropped = 0
+        for shard in self.layout.all_shards:
+            n = int(self.scripts.call("exclude", shard, [version, *hosts]))
+            dropped += max(n, 0)
+        return dropped
+
+    def check_seen_filter(self, bloom: BloomParams) -> None:
+        """Record each shard's seen-filter size on first use; refuse to reuse one sized
+        differently (its bit offsets would not match and every URL would look new)."""
+        wanted = {"capacity": str(bloom.capacity), "error_rate": repr(bloom.error_rate)}
+        pipe = self.client.pipeline(transaction=False)
+        for shard in self.layout.all_shards:
+            for field, value in wanted.items():
+                pipe.hsetnx(shard.seen_meta, field, value)
+            pipe.hmget(shard.seen_meta, "capacity", "error_rate")
+        replies = pipe.execute()
+        for i in range(len(self.layout.all_shards)):
+            capacity, error_rate = (_text(v) if v is not None else None for v in replies[3 * i + 2])
+            if {"capacity": capacity, "error_rate": error_rate} != wanted:
+                raise ValueError(
+                    f"crawl {self.layout.crawl!r} has a seen-URL filter sized for {capacity} URLs "
+                    f"per shard at error rate {error_rate}, but the settings ask for "
+                    f"{wanted['capacity']} at {wanted['error_rate']} (WEBCRAWL_BLOOM_CAPACITY / "
+                    "WEBCRAWL_BLOOM_ERROR_RATE / WEBCRAWL_SHARDS): use the same values, or clear "
+                    "the crawl")
+        pipe = self.client.pipeline(transaction=False)
+        for shard in self.layout.all_shards:
+            pipe.strlen(shard.seen)
+        for shard, length in zip(self.layout.all_shards, pipe.execute()):
+            if int(length) < bloom.num_bytes:  # one allocation, not growth bit by bit
+                self.client.setbit(shard.seen, bloom.num_bits - 1, 0)
+
+    def seen_counts(self) -> list[int]:
+        """URLs each shard's seen filter has taken in."""
+        pipe = self.client.pipeline(transaction=False)
+        for shard in self.layout.all_shards:
+            pipe.hget(shard.seen_meta, "count")
+        return [int(v or 0) for v in pipe.execute()]
