@@ -1,9 +1,10 @@
 """BloomDupeFilter: the shared seen-URL filter as a Scrapy ``DUPEFILTER_CLASS``.
 
 For projects that keep another scheduler (Scrapy's own, with ``JOBDIR``, say) but want webcrawl's
-shared filter: one bloom filter per crawl in a Redis bitmap, canonical URLs (w3lib), a local cache
-of URLs known seen, ``dont_filter`` honoured by the scheduler as usual. Each URL not in the local
-cache costs one blocking round trip; webcrawl's own scheduler batches them instead.
+shared filter: the crawl's bloom filter slices in Redis (one per shard, by host), canonical URLs
+(w3lib), a local cache of URLs known seen, ``dont_filter`` honoured by the scheduler as usual. Each
+URL not in the local cache costs one blocking round trip; webcrawl's own scheduler batches them
+instead.
 """
 
 from __future__ import annotations
@@ -12,10 +13,11 @@ import logging
 from typing import TYPE_CHECKING
 
 from scrapy.dupefilters import BaseDupeFilter
+from scrapy.utils.httpobj import urlparse_cached
 from w3lib.url import canonicalize_url
 
-from webcrawl.context import crawl_context
-from webcrawl.state.seen import BloomParams, SeenFilter
+from webcrawl.runtime import CrawlRuntime
+from webcrawl.state.seen import SeenFilter
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -23,15 +25,19 @@ if TYPE_CHECKING:
     from scrapy.statscollectors import StatsCollector
     from typing_extensions import Self
 
+    from webcrawl.state.layout import CrawlLayout
+
 logger = logging.getLogger(__name__)
 
 
 class BloomDupeFilter(BaseDupeFilter):
-    """Request filter over a :class:`~webcrawl.state.seen.SeenFilter`."""
+    """Request filter over the crawl's :class:`~webcrawl.state.seen.SeenFilter` slices."""
 
-    def __init__(self, seen: SeenFilter, *, stats: StatsCollector | None = None,
-                 cache_size: int = 500_000, debug: bool = False) -> None:
-        self.seen = seen
+    def __init__(self, filters: list[SeenFilter], layout: CrawlLayout, *,
+                 stats: StatsCollector | None = None, cache_size: int = 500_000,
+                 debug: bool = False) -> None:
+        self.filters = filters
+        self.layout = layout
         self.stats = stats
         self.cache_size = cache_size
         self.debug = debug
@@ -40,11 +46,11 @@ class BloomDupeFilter(BaseDupeFilter):
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
-        context = crawl_context(crawler)
-        config = context.config
-        seen = SeenFilter(context.client, context.keys.seen,
-                          BloomParams(config.bloom_capacity, config.bloom_error_rate))
-        return cls(seen, stats=crawler.stats, cache_size=config.seen_cache_size,
+        runtime = CrawlRuntime.of(crawler)
+        filters = [SeenFilter(runtime.client, shard.seen, runtime.bloom)
+                   for shard in runtime.layout.all_shards]
+        return cls(filters, runtime.layout, stats=crawler.stats,
+                   cache_size=runtime.config.seen_cache_size,
                    debug=crawler.settings.getbool("DUPEFILTER_DEBUG"))
 
     def request_seen(self, request: Request) -> bool:
@@ -55,7 +61,8 @@ class BloomDupeFilter(BaseDupeFilter):
         if len(self._known) >= self.cache_size:
             self._known.clear()
         self._known.add(key)
-        return self.seen.test_and_set(canonical)
+        host = urlparse_cached(request).hostname or "-"
+        return self.filters[self.layout.shard_index(host)].test_and_set(canonical)
 
     def log(self, request: Request, spider: object) -> None:
         if self.debug:

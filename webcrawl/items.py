@@ -24,8 +24,12 @@ class PageItem:
     """One fetched page.
 
     ``record`` holds the page type's fields as extracted (volatile ones included: they are left out
-    of the hash, not out of the output). ``fetch_time`` is seconds since the epoch. ``lastmod``:
-    the sitemap ``<lastmod>`` the request carried (seconds since the epoch), if any; not exported.
+    of the hash, not out of the output). ``fetch_time`` is seconds since the epoch (the crawl
+    state's clock). ``lastmod``: the sitemap ``<lastmod>`` the request carried (seconds since the
+    epoch), if any. ``fetch``: what the downloader middlewares noted about the fetch, for the
+    pipelines (``billed``: its cost; ``conditional``: our validators went with it;
+    ``verify_304``: the time of the 304 it verifies; ``page_stats``: the known page's statistics
+    when it was popped). Neither is exported.
     """
 
     url: str
@@ -40,6 +44,7 @@ class PageItem:
     body: bytes = field(default=b"", repr=False)
     headers: dict[str, str] = field(default_factory=dict, repr=False)
     lastmod: float | None = None
+    fetch: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
 @dataclass

@@ -2,17 +2,22 @@
 
 | key | set by | meaning |
 | --- | --- | --- |
-| ``webcrawl_purpose`` | spider, planner, priority middleware, robots | why the request exists: discovery, revisit, reestimation, verification, robots, sitemap, listing |
-| ``webcrawl_page_type`` | spider, planner | the page type its URL matches (or None) |
-| ``webcrawl_canonical_url`` | planner, priority middleware | the canonical form of the URL (page history key) |
-| ``webcrawl_expected_cost`` | priority middleware, planner | expected cost of the fetch in the site's billing unit |
-| ``webcrawl_priority`` | priority middleware, planner | value x gain / expected cost, before mapping to ``Request.priority`` |
-| ``webcrawl_planned`` | planner | id of the cycle whose plan holds this visit |
-| ``webcrawl_cycle``, ``webcrawl_reserved`` | budget middleware | the cycle the fetch is booked to, and the cost reserved for it |
+| ``webcrawl_purpose`` | spider, scheduler, priority middleware, robots | why the request exists: discovery, revisit, sitemap, robots (listing pages and verification samples are revisits) |
+| ``webcrawl_page_type`` | spider, scheduler | the page type its URL matches (or None) |
+| ``webcrawl_canonical_url`` | scheduler, priority middleware | the canonical form of the URL (the page's key) |
+| ``webcrawl_known`` | scheduler | True: a revisit of a known page, popped from its host's due queue |
+| ``webcrawl_lease`` | scheduler | the lease of a request popped from the crawl's queue (absent: it did not come from there) |
+| ``webcrawl_validators`` | scheduler | ``[etag, last_modified]`` stored for a known page, read when it was popped |
+| ``webcrawl_page_stats`` | scheduler | a known page's ``last_fetched``, ``changes``, ``seconds``, ``mean_cost`` when popped |
+| ``webcrawl_expected_cost`` | priority middleware | expected cost of the fetch in the site's billing unit |
+| ``webcrawl_priority`` | priority middleware | value x gain / expected cost, before mapping to ``Request.priority`` |
+| ``webcrawl_charged`` | spend controller | what the wallet paid for the fetch, until the cost middleware settles it |
+| ``webcrawl_billed`` | cost middleware | what the fetch's answer cost (site unit), for the page's own cost |
+| ``webcrawl_wire_bytes`` | cost middleware | bytes of the fetch on the wire (request and answer) |
 | ``webcrawl_lastmod`` | spider | a sitemap's ``<lastmod>`` for the URL, seconds since the epoch |
 | ``webcrawl_sitemap_level`` | spider | nesting level of a sitemap request |
 | ``webcrawl_conditional`` | spider | False: send no validators (sitemaps) |
-| ``webcrawl_validators_for``, ``webcrawl_verify_304``, ``webcrawl_wire_bytes_before`` | conditional middleware | which URL the validators belong to; a verification fetch of a 304; bytes counted before a redirect |
+| ``webcrawl_validators_for``, ``webcrawl_verify_304``, ``webcrawl_wire_bytes_before`` | conditional middleware | which URL the validators belong to; the time of the 304 a verification fetch checks; bytes counted before a redirect |
 | ``webcrawl_trigger`` | robots middleware | the request whose robots.txt fetch this is |
 """
 
@@ -21,11 +26,15 @@ from __future__ import annotations
 PURPOSE = "webcrawl_purpose"
 PAGE_TYPE = "webcrawl_page_type"
 CANONICAL_URL = "webcrawl_canonical_url"
+KNOWN = "webcrawl_known"
+LEASE = "webcrawl_lease"
+VALIDATORS = "webcrawl_validators"
+PAGE_STATS = "webcrawl_page_stats"
 EXPECTED_COST = "webcrawl_expected_cost"
 PRIORITY = "webcrawl_priority"
-PLANNED = "webcrawl_planned"
-CYCLE = "webcrawl_cycle"
-RESERVED = "webcrawl_reserved"
+CHARGED = "webcrawl_charged"
+BILLED = "webcrawl_billed"
+WIRE_BYTES = "webcrawl_wire_bytes"
 LASTMOD = "webcrawl_lastmod"
 SITEMAP_LEVEL = "webcrawl_sitemap_level"
 CONDITIONAL = "webcrawl_conditional"

@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 import os
 import weakref
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 import redis
@@ -32,6 +33,7 @@ from webcrawl.config import StateConfig
 from webcrawl.parse import Canonicalizer
 from webcrawl.revisit import BillingModel, TrustTracker
 from webcrawl.robots.cache import RobotsCache
+from webcrawl.spend import SpendController
 from webcrawl.state.batch import LandSettings, WriteBatch
 from webcrawl.state.bucket import SpendBucket
 from webcrawl.state.client import RoundTrips, connect, describe
@@ -80,7 +82,7 @@ class CrawlRuntime:
         self.description = describe(self.config.redis_url)
         client, self.round_trips, self.cluster = connect(url)
         self.client: Any = client
-        self.layout = CrawlLayout(self.config.crawl_name, self.config.shards_for(self.cluster))
+        self.layout = CrawlLayout(self.config.crawl_name, self._shards(client))
         self.scripts = ScriptSet(client)
         self.bloom = BloomParams(self.config.bloom_capacity_per_shard(self.layout.shards),
                                  self.config.bloom_error_rate)
@@ -109,9 +111,26 @@ class CrawlRuntime:
         self.canonicalizer = Canonicalizer()
         self.billing = self._billing()
         self.owner = f"{os.getpid():x}{os.urandom(4).hex()}"
+        #: the cycle this process books into (set by the allocator when it starts or joins one)
+        self.cycle: int | None = None
         self.failed = False
         self._closed = False
         crawler.signals.connect(self.close, signal=signals.engine_stopped, weak=False)
+
+    def _shards(self, client: Any) -> int:
+        """The crawl's shard count: fixed when the crawl is first opened, checked after."""
+        from webcrawl.state.layout import LAYOUT_VERSION
+
+        wanted = self.config.shards_for(self.cluster)
+        meta = CrawlLayout(self.config.crawl_name).meta
+        client.hsetnx(meta, "shards", wanted)
+        client.hsetnx(meta, "layout", LAYOUT_VERSION)
+        stored = int(client.hget(meta, "shards") or wanted)
+        if self.config.shards is not None and stored != wanted:
+            raise ValueError(
+                f"WEBCRAWL_SHARDS={wanted} but crawl {self.config.crawl_name!r} was started with "
+                f"{stored} shards: use {stored}, or clear the crawl (scrapy crawlstate --clear)")
+        return stored
 
     @classmethod
     def of(cls, crawler: Crawler) -> CrawlRuntime:
@@ -146,6 +165,42 @@ class CrawlRuntime:
 
     def canonical(self, url: str) -> str | None:
         return self.canonicalizer.canonical(url)
+
+    def default_cost(self) -> float:
+        """A fetch's cost before any was measured, in the site's unit."""
+        if self.billing is BillingModel.BANDWIDTH:
+            raw = self.crawler.settings.get("WEBCRAWL_COST_DEFAULT_BYTES", 50_000.0)
+            try:
+                value = float(raw)
+            except (TypeError, ValueError):
+                value = float("nan")
+            if not value > 0:
+                raise ValueError(f"WEBCRAWL_COST_DEFAULT_BYTES={raw!r}: expected a number > 0")
+            return value
+        return 1.0
+
+    def continuous(self) -> bool:
+        """Whether the crawl keeps running cycle after cycle (the site file's
+        ``budget.continuous``, or ``WEBCRAWL_CYCLE_CONTINUOUS``)."""
+        site = bool(self.site is not None and self.site.budget.continuous)
+        return site or self.crawler.settings.getbool("WEBCRAWL_CYCLE_CONTINUOUS", False)
+
+    def published(self) -> dict[str, float]:
+        """What the allocator last published (``alloc``: typical cost, known pages, backlog, mean
+        cost per page type as ``cost:<type>``)."""
+        raw = self.client.hgetall(self.layout.alloc)
+        out: dict[str, float] = {}
+        for k, v in raw.items():
+            try:
+                out[k.decode() if isinstance(k, bytes) else k] = float(v)
+            except ValueError:
+                continue
+        return out
+
+    @cached_property
+    def spend(self) -> SpendController:
+        """The process's spend controller (:mod:`webcrawl.spend`)."""
+        return SpendController.from_runtime(self)
 
     # -- writes and failure ----------------------------------------------------------------------
 

@@ -48,7 +48,6 @@ from w3lib.url import canonicalize_url
 from webcrawl import meta as M
 from webcrawl.requestcodec import UnserializableRequest, decode, encode
 from webcrawl.runtime import CrawlRuntime
-from webcrawl.spend import SpendController
 from webcrawl.state import records
 from webcrawl.state.pagestore import release_op
 from webcrawl.state.queue import EVICTED, EXCLUDED, FILTERED, Entry, PoppedItem
@@ -86,7 +85,7 @@ class ReadyQueueScheduler(BaseScheduler):
     docstring)."""
 
     def __init__(self, runtime: CrawlRuntime, *, stats: StatsCollector, crawler: Crawler,
-                 spend: SpendController, seen_cache_size: int = 200_000, reset: bool = False) -> None:
+                 spend: Any, seen_cache_size: int = 200_000, reset: bool = False) -> None:
         self.runtime = runtime
         self.queue = runtime.queue
         self.stats = stats
@@ -113,6 +112,8 @@ class ReadyQueueScheduler(BaseScheduler):
         self._filtered_locally = 0
         self._warned_seen = False
         self._type_names: dict[int, str] = {}
+        self._exclusions = -1
+        self._refreshed_at = -math.inf
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
@@ -120,7 +121,7 @@ class ReadyQueueScheduler(BaseScheduler):
         assert crawler.stats is not None
         config = runtime.config
         scheduler = cls(runtime, stats=crawler.stats, crawler=crawler,
-                        spend=SpendController.from_runtime(runtime),
+                        spend=runtime.spend,
                         seen_cache_size=config.seen_cache_size, reset=config.reset)
         crawler.signals.connect(scheduler.fetch_finished, signal=signals.request_left_downloader)
         runtime.batch.on_push = scheduler._pushed
@@ -137,9 +138,9 @@ class ReadyQueueScheduler(BaseScheduler):
 
             deleted = clear_crawl(runtime.client, runtime.layout)
             logger.info("WEBCRAWL_RESET: cleared crawl %r (%d keys)", runtime.layout.crawl, deleted)
-        runtime.types.id(None)
         try:
             self.queue.check_seen_filter(runtime.bloom)
+            self._sync_exclusions()
             reclaimed = sum(self.queue.reclaim_expired(i) for i in range(runtime.layout.shards))
             if reclaimed:
                 self.stats.inc_value("scheduler/leases/reclaimed", reclaimed)
@@ -194,6 +195,15 @@ class ReadyQueueScheduler(BaseScheduler):
             return True
         if sum(self._queued) > 0 or self._due_now:
             return True
+        if self.runtime.clock.local() - self._refreshed_at > TICK_SECONDS and not self.runtime.failed:
+            try:  # the answer decides whether the crawl ends: never from a stale view
+                self.runtime.flush()
+                self._refresh()
+            except redis.RedisError as exc:
+                self.runtime.fail(exc)
+                return False
+            if sum(self._queued) > 0 or self._due_now:
+                return True
         finished_here = len(self._done_leases())
         return self._leased_elsewhere + len(self._inflight) - finished_here > 0
 
@@ -271,6 +281,7 @@ class ReadyQueueScheduler(BaseScheduler):
         if request is None:
             self.runtime.batch.ack(item.shard, runtime.owner, item.lease)
             return None
+        request.meta[M.LEASE] = item.lease
         self.spend.charge(request, item)
         self._inflight[item.lease] = (request, item)
         self.stats.inc_value("scheduler/dequeued")
@@ -387,7 +398,15 @@ class ReadyQueueScheduler(BaseScheduler):
             self.spend.finished(request)
         return len(done)
 
+    def _sync_exclusions(self) -> None:
+        from webcrawl.state import exclusion
+
+        self._exclusions, dropped = exclusion.sync(self.runtime.client, self.queue, self._exclusions)
+        if dropped:
+            self.stats.inc_value("scheduler/excluded", dropped)
+
     def _refresh(self) -> None:
+        self._refreshed_at = self.runtime.clock.local()
         now = self.runtime.clock.time()
         earliest = self.queue.earliest()
         self._earliest = [min([t for t in pair if t is not None], default=math.inf)
@@ -425,8 +444,10 @@ class ReadyQueueScheduler(BaseScheduler):
                 self._next_reclaim = now + self.queue.lease_seconds / 2
                 if reclaimed:
                     self.stats.inc_value("scheduler/leases/reclaimed", reclaimed)
+            self._sync_exclusions()
             self._refresh()
             self.spend.tick()
+            self.spend.budget_spent(pending=sum(self._queued) > 0 or self._due_now)
             runtime.clock.maybe_refresh()
         except redis.RedisError as exc:
             runtime.fail(exc)

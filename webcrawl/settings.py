@@ -34,15 +34,13 @@ DOWNLOADER_MIDDLEWARES = {
     # Replaced: Scrapy's fails open on errors and never expires its cache (RFC 9309 asks both).
     "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware": None,
     "webcrawl.middlewares.ssrf.SSRFGuardMiddleware": 45,
-    # Admits each fetch against the cycle's budget (after SSRF, before robots).
-    "webcrawl.middlewares.budget.BudgetMiddleware": 50,
     "webcrawl.middlewares.robots.RobotsMiddleware": 100,
     # Above Redirect (600) and HttpCompression (590): sees final responses, adds validators last.
     "webcrawl.middlewares.conditional.ConditionalRequestMiddleware": 650,
     # Above Retry (550), Redirect (600) and conditional (650): sees every attempt's cost.
     "webcrawl.middlewares.cost.CostHealthMiddleware": 660,
-    # Last before the downloader: one request per host at a time in this process, each the host's
-    # delay after the previous one left (a stalled reactor cannot send two at once).
+    # Last before the downloader: each request to a host the host's delay after the previous one
+    # (a stalled reactor cannot send two at once); a slow response cannot hold its host.
     "webcrawl.middlewares.spacing.HostSpacingMiddleware": 950,
 }
 
@@ -52,15 +50,14 @@ SPIDER_MIDDLEWARES = {
     "webcrawl.middlewares.priority.PriorityMiddleware": 40,
 }
 EXTENSIONS = {
-    # Plans each cycle's revisits within the site's budget (one `scrapy crawl` run is one cycle).
-    "webcrawl.extensions.planner.CyclePlanner": 500,
+    # Cycles, the budget rate, and every known page's revisit interval (docs/planner.md).
+    "webcrawl.extensions.allocator.Allocator": 500,
     "webcrawl.extensions.progress.ProgressLog": 510,
     # At close, one WARNING saying why a crawl fetched nothing or had most requests refused.
     "webcrawl.extensions.closing.ClosingNote": 520,
 }
 # Host names are checked on the addresses they resolve to, at connection time (no DNS rebinding).
 TWISTED_DNS_RESOLVER = "webcrawl.net.resolver.GuardedResolver"
-WEBCRAWL_ROBOTS_DELAY_SETTER = "webcrawl.scheduler.domain_delay_setter"
 
 # -- Change detection and storage (docs/change-detection.md, docs/store.md) ----------------------
 ITEM_PIPELINES = {

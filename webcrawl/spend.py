@@ -52,7 +52,8 @@ class SpendController:
 
     def __init__(self, bucket: SpendBucket | None, batch: WriteBatch, *, default_cost: float,
                  discovery_share: float = 0.1, read_published: Callable[[], dict[str, float]] | None = None,
-                 close: Callable[[str], Any] | None = None, continuous: bool = False) -> None:
+                 close: Callable[[str], Any] | None = None, continuous: bool = False,
+                 cycle: Callable[[], int | None] | None = None) -> None:
         self.bucket = bucket
         self.batch = batch
         self.default_cost = default_cost
@@ -60,6 +61,7 @@ class SpendController:
         self.read_published = read_published
         self.close_spider = close
         self.continuous = continuous
+        self.cycle = cycle or (lambda: 0)
         self.wallet = 0.0 if bucket is not None else math.inf
         self.rate = 0.0
         self.typical_cost = default_cost
@@ -88,7 +90,7 @@ class SpendController:
         return cls(runtime.bucket if enabled else None, runtime.batch, default_cost=default,
                    discovery_share=site.budget.reserves.discovery if site is not None else 0.1,
                    read_published=runtime.published, close=close,
-                   continuous=runtime.continuous())
+                   continuous=runtime.continuous(), cycle=lambda: runtime.cycle)
 
     @property
     def enabled(self) -> bool:
@@ -171,7 +173,7 @@ class SpendController:
         if self.wallet < target:
             granted, left, self.rate = self.bucket.take(target - self.wallet)
             self.wallet += granted
-            if (not self.continuous and self.rate == 0 and left <= 0
+            if (not self.continuous and self.cycle() is not None and self.rate == 0 and left <= 0
                     and self.wallet < self.typical_cost * 0.5):
                 self.exhausted = True
         elif self.wallet > 2 * target:

@@ -24,7 +24,7 @@ from scrapy.exceptions import UsageError
 
 from webcrawl.settingtypes import SettingError
 from webcrawl.sites import SiteConfigError
-from webcrawl.state.connection import RedisUnavailable
+from webcrawl.state.client import RedisUnavailable
 
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from webcrawl.commands._errors import fail
 from webcrawl.config import StateConfig
-from webcrawl.state.connection import RedisUnavailable, open_handle
+from webcrawl.state.client import RedisUnavailable, open_handle
 from webcrawl.state.embedded import SOCKET_NAME
 
 if TYPE_CHECKING:

@@ -34,7 +34,7 @@ from webcrawl.config import StateConfig
 from webcrawl.net.addresses import parse_networks
 from webcrawl.scheduler import ReadyQueueScheduler
 from webcrawl.settingtypes import LIST_SETTINGS, get_list, parse_list
-from webcrawl.state.connection import connect
+from webcrawl.state.client import connect
 
 if TYPE_CHECKING:
     import argparse
@@ -103,7 +103,7 @@ class Command(ScrapyCrawlCommand):
 
 def check_settings(settings: BaseSettings, spider_name: str) -> None:
     """Raise the first user error in ``settings`` (a ``ValueError`` naming the setting, or
-    :class:`~webcrawl.state.connection.RedisUnavailable`)."""
+    :class:`~webcrawl.state.client.RedisUnavailable`)."""
     parse_networks(get_list(settings, "WEBCRAWL_ALLOWED_PRIVATE_NETWORKS"))
     get_list(settings, "WEBCRAWL_HEALTH_HTTP_CODES", item=int)
     scheduler = load_object(settings["SCHEDULER"])
@@ -111,7 +111,7 @@ def check_settings(settings: BaseSettings, spider_name: str) -> None:
         return  # another scheduler (a baseline run): its settings are its own
     config = StateConfig.from_settings(settings, spider_name)
     if config.redis_url:
-        connect(config.redis_url).close()
+        connect(config.redis_url)[0].close()
 
 
 def _lists_from_text(settings: Settings) -> None:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from scrapy.commands import ScrapyCommand
@@ -26,7 +25,7 @@ from scrapy.exceptions import UsageError
 from webcrawl.commands._errors import fail
 from webcrawl.commands._oneshot import command_redis
 from webcrawl.state import clearing
-from webcrawl.state.keys import CrawlKeys, validate_crawl_name
+from webcrawl.state.layout import CrawlLayout, validate_crawl_name
 
 if TYPE_CHECKING:
     import redis
@@ -34,24 +33,39 @@ if TYPE_CHECKING:
     from webcrawl.commands._oneshot import CommandRedis
 
 
-def _report(client: redis.Redis, keys: CrawlKeys, now: float, top: int) -> list[str]:
-    domains = client.zrange(keys.ready, 0, -1, withscores=True)
-    queued = int(client.get(keys.queued) or 0)
-    lines = [
-        f"crawl {keys.crawl!r}",
-        f"  queued requests:    {queued}",
-        f"  in flight (leased): {client.zcard(keys.leases)}",
-        f"  deferred:           {client.llen(keys.deferred)} (waiting for the next cycle)",
-        f"  evicted so far:     {int(client.get(keys.evicted) or 0)}",
-        f"  domains queued:     {len(domains)} ({sum(1 for _, t in domains if t <= now)} ready now)",
-        f"  seen filter:        {client.strlen(keys.seen)} bytes",
-    ]
-    if domains:
-        sizes = sorted(((client.zcard(keys.frontier(d.decode())), d.decode(), t)
-                        for d, t in domains), reverse=True)[:top]
+def _report(client: redis.Redis, layout: CrawlLayout, top: int) -> list[str]:
+    """The crawl's queues per shard, and the hosts with the most work."""
+    now = float(sum(client.time()[i] / (1, 1e6)[i] for i in (0, 1)))
+    lines = [f"crawl {layout.crawl!r} ({layout.shards} shard{'s' if layout.shards != 1 else ''})"]
+    totals = {"queued": 0, "revisits": 0, "leased": 0, "pages": 0}
+    hosts: list[tuple[int, str, float]] = []
+    for shard in layout.all_shards:
+        pipe = client.pipeline(transaction=False)
+        pipe.get(shard.queued)
+        pipe.zcard(shard.due)
+        pipe.zcard(shard.leases)
+        pipe.hlen(shard.pages)
+        pipe.hget(shard.seen_meta, "count")
+        pipe.zrange(shard.ready_new, 0, -1, withscores=True)
+        pipe.zrange(shard.ready_due, 0, -1, withscores=True)
+        queued, due, leased, pages, seen, new, ready_due = pipe.execute()
+        queued, due, leased, pages = int(queued or 0), int(due), int(leased), int(pages)
+        for key, value in zip(totals, (queued, due, leased, pages)):
+            totals[key] += value
+        ready = sum(1 for _, t in [*new, *ready_due] if t <= now)
+        lines.append(f"  shard {shard.index}: {queued} queued, {due} revisits scheduled, {leased} "
+                     f"in flight, {pages} known pages, {int(seen or 0)} URLs seen, "
+                     f"{len(new)} hosts with queued requests, {ready} host turns ready now")
+        for host, at in new:
+            name = host.decode()
+            count = int(client.zlexcount(shard.frontier, f"[{name}\0", f"({name}\1"))
+            hosts.append((count, name, at))
+    lines.insert(1, "  total: {queued} queued, {revisits} revisits scheduled, {leased} in flight, "
+                    "{pages} known pages".format(**totals))
+    if hosts:
         lines.append("  largest frontiers:")
         lines += [f"    {d:<40} {n:>8} requests, next fetch in {max(0.0, t - now):7.2f} s"
-                  for n, d, t in sizes]
+                  for n, d, t in sorted(hosts, reverse=True)[:top]]
     return lines
 
 
@@ -107,17 +121,18 @@ class Command(ScrapyCommand):
             raise UsageError("give --queue or --clear, not both")
         assert self.settings is not None
         try:
-            keys = CrawlKeys(validate_crawl_name(args[0]))
+            name = validate_crawl_name(args[0])
         except ValueError as exc:
             fail(str(exc))
         with command_redis(self.settings, args[0], must_exist=True) as redis_:
-            if not clearing.crawl_has_keys(redis_.client, keys):
-                self._unknown(redis_, keys.crawl)
+            layout = clearing.layout_of(redis_.client, name)
+            if not clearing.crawl_has_keys(redis_.client, layout):
+                self._unknown(redis_, name)
             if opts.queue or opts.clear:
-                done = self._clear(redis_.client, keys, everything=opts.clear, yes=opts.yes)
+                done = self._clear(redis_.client, layout, everything=opts.clear, yes=opts.yes)
                 self.exitcode = 0 if done else 1
             else:
-                print("\n".join(_report(redis_.client, keys, time.time(), opts.top)))
+                print("\n".join(_report(redis_.client, layout, opts.top)))
 
     @staticmethod
     def _unknown(redis_: CommandRedis, crawl: str) -> None:
@@ -126,21 +141,21 @@ class Command(ScrapyCommand):
         fail(f"no crawl {crawl!r} in {redis_.where}", there)
 
     @staticmethod
-    def _clear(client: redis.Redis, keys: CrawlKeys, *, everything: bool, yes: bool) -> bool:
+    def _clear(client: redis.Redis, layout: CrawlLayout, *, everything: bool, yes: bool) -> bool:
         """List what goes, ask, delete; whether it deleted."""
-        plan = clearing.everything(client, keys) if everything else clearing.queue(client, keys)
+        plan = clearing.everything(client, layout) if everything else clearing.queue(client, layout)
         what = "everything the crawl knows" if everything else "the queue"
-        print(f"crawl {keys.crawl!r}: deleting {what}, {plan.keys} Redis "
+        print(f"crawl {layout.crawl!r}: deleting {what}, {plan.keys} Redis "
               f"key{'s' if plan.keys != 1 else ''}:")
         for group in plan.groups:
             print("  " + group.line())
         if not everything:
-            print("  kept: the seen filter (URLs already met are not queued again), page "
-                  "histories, cycles")
+            print("  kept: scheduled revisits, the seen filter (URLs already met are not queued "
+                  "again), page records, cycles")
         if not yes and not _confirm("Delete them?"):
             print("nothing deleted")
             return False
-        deleted = (clearing.clear_everything(client, keys) if everything
-                   else clearing.clear_queue(client, keys))
-        print(f"crawl {keys.crawl!r}: {what} deleted ({deleted} keys)")
+        deleted = (clearing.clear_everything(client, layout) if everything
+                   else clearing.clear_queue(client, layout))
+        print(f"crawl {layout.crawl!r}: {what} deleted ({deleted} keys)")
         return True

@@ -25,9 +25,10 @@ from scrapy.spiderloader import get_spider_loader
 from webcrawl.commands._reporthtml import page
 from webcrawl.config import StateConfig
 from webcrawl.revisit import GammaPrior
-from webcrawl.state.connection import RedisUnavailable, open_handle
-from webcrawl.state.freshness import TOTAL, Freshness, estimate_freshness, read_snapshot
-from webcrawl.state.keys import CrawlKeys
+from webcrawl.state.client import RedisUnavailable, open_handle
+from webcrawl.state.clearing import layout_of
+from webcrawl.state.freshness import TOTAL, Freshness, current as current_freshness, read_snapshot
+from webcrawl.state.layout import CrawlLayout as CrawlKeys
 from webcrawl.state.ledger import OUTCOMES, LedgerStore
 
 if TYPE_CHECKING:
@@ -214,7 +215,8 @@ class Command(ScrapyCommand):
         except (ValueError, RedisUnavailable) as exc:
             raise UsageError(str(exc), print_help=False) from exc
         try:
-            self._report(handle.client, CrawlKeys(config.crawl_name), args[0], opts, settings)
+            self._report(handle.client, layout_of(handle.client, config.crawl_name), args[0], opts,
+                         settings)
         finally:
             if handle.embedded is not None:
                 handle.embedded.release(handle.client)
@@ -229,11 +231,8 @@ class Command(ScrapyCommand):
             raise UsageError(f"crawl {keys.crawl!r} has no cycle {opts.cycle} (cycles: "
                              f"{', '.join(map(str, ids)) or 'none yet'})", print_help=False)
         cycles = [cycle_report(client, keys, i) for i in ids]
-        prior = GammaPrior.from_mean(1 / settings.getfloat("WEBCRAWL_PRIOR_CHANGE_SECONDS", 7 * 86_400.0),
-                                     settings.getfloat("WEBCRAWL_PRIOR_SHAPE", 0.5))
         current = ledger.current()
-        now = estimate_freshness(client, keys, time.time(), prior,
-                                 max_pages=settings.getint("WEBCRAWL_REPORT_MAX_PAGES", 200_000))
+        now = current_freshness(client, keys)
         for c in cycles:  # the current cycle has no snapshot yet: its freshness is today's
             if c.total.freshness is None and current is not None and current.id == c.id:
                 c.rows = with_freshness(c.rows, now)

@@ -10,25 +10,24 @@ Every attempt that reaches the network is measured once, in :meth:`process_respo
 | ``credits`` | 1 (a 304, a redirect, a 404 are answers) | 0 |
 | ``requests`` | 1 | 1 |
 
-The cost goes to the page type's running averages and the page's history
-(:class:`~webcrawl.state.costs.CostStore`), and is booked in the cycle ledger
-(:meth:`LedgerStore.land <webcrawl.state.ledger.LedgerStore.land>`): the cycle in
-``meta["webcrawl_cycle"]`` or else the current one, releasing ``meta["webcrawl_reserved"]`` (what
-an admit reserved; released once, so a retry books only its cost), purpose and page type from
-``meta["webcrawl_purpose"]`` / ``meta["webcrawl_page_type"]``.
+The cost is settled with the spend bucket (:meth:`webcrawl.spend.SpendController.reconcile`: what
+the wallet paid for the request against what it cost), noted for the page's own cost
+(``meta["webcrawl_billed"]``, which the record-hash pipeline and the sitemap reader put in the
+page's record: only a page's own fetches price its revisits), and booked in the current cycle's
+ledger (``booked``, ``spent:<purpose>``, ``fetches:<page type>``, ``cost:<page type>``), all through
+the turn's write batch: no Redis round trip of its own.
 
-It also keeps the cycle's findings for the report (:meth:`LedgerStore.record_outcome`): each page's
-verdict (``new``, ``changed``, ``unchanged``) from the record-hash pipeline, read off the
-``item_scraped`` / ``item_dropped`` signals, and ``unchanged`` for a 304 to our validators (a 304
-the conditional middleware then verifies counts once more, with the verification's verdict).
+It also keeps the cycle's findings for the report: each page's verdict (``new``, ``changed``,
+``unchanged``) from the record-hash pipeline, read off the ``item_scraped`` / ``item_dropped``
+signals, and ``unchanged`` for a 304 to our validators.
 
 Health: a 429 or 503 (``WEBCRAWL_HEALTH_HTTP_CODES``), a timeout or a connection error is a bad
 outcome for the host. It pushes the host's next-allowed time back for every process of the crawl
-(``hold(domain, until)``, :func:`webcrawl.scheduler.domain_hold_setter`) by ``Retry-After`` when the
+(land operation "A", in the host's shard, by the server's clock) by ``Retry-After`` when the
 answer has one (seconds, or an HTTP date read against the answer's own ``Date``), else by
 ``WEBCRAWL_BACKOFF_BASE_SECONDS * 2 ** (n - 1)`` for the n-th bad outcome in a row, at most
 ``WEBCRAWL_BACKOFF_MAX_SECONDS``; and it raises the host's health multiplier (the expected cost the
-priority middleware and the planner see). Any good answer ends the streak; the multiplier decays
+priority middleware and the allocator see). Any good answer ends the streak; the multiplier decays
 back to 1 with ``WEBCRAWL_HEALTH_HALF_LIFE_SECONDS``.
 
 Place it at 660: above RetryMiddleware (550), HttpCompressionMiddleware (590), RedirectMiddleware
@@ -63,16 +62,15 @@ from twisted.internet import error as net
 from twisted.internet.defer import TimeoutError as DeferTimeoutError
 from twisted.web._newclient import ResponseFailed
 
-from webcrawl import meta
-from webcrawl.clock import SystemClock
+from webcrawl import meta as M
 from webcrawl.items import PageItem
-from webcrawl.middlewares.conditional import wire_bytes
 from webcrawl.revisit import BillingModel
-from webcrawl.scheduler import domain_hold_setter
-from webcrawl.state.costs import backoff_seconds, cost_context
+from webcrawl.runtime import CrawlRuntime
+from webcrawl.state.hosts import attempt_op
+from webcrawl.wire import wire_bytes
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Collection
+    from collections.abc import Collection
     from typing import Self
 
     from scrapy.crawler import Crawler
@@ -80,19 +78,12 @@ if TYPE_CHECKING:
     from scrapy.http.headers import Headers
     from scrapy.statscollectors import StatsCollector
 
-    from webcrawl.clock import Clock
-    from webcrawl.state.costs import CostStore, DomainHealth
-    from webcrawl.state.ledger import Cycle, LedgerStore
-
 logger = logging.getLogger(__name__)
 
 __all__ = ["CostHealthMiddleware", "attempt_cost", "retry_after_seconds"]
 
 STATS = "webcrawl/cost/"
 HEALTH = "webcrawl/health/"
-META_RESERVED = meta.RESERVED
-META_CYCLE = meta.CYCLE
-META_VALIDATORS = meta.VALIDATORS_FOR
 #: Errors before any byte was sent: nothing on the wire. (Scrapy 2.13+ wraps Twisted's errors in its
 #: own exceptions; both kinds are listed, for download handlers that do not.)
 NO_CONNECTION = (CannotResolveHostError, DownloadConnectionRefusedError, net.ConnectionRefusedError,
@@ -101,7 +92,6 @@ TIMEOUTS = (DownloadTimeoutError, net.TimeoutError, DeferTimeoutError, TimeoutEr
 NETWORK_ERRORS = (*TIMEOUTS, *NO_CONNECTION, DownloadFailedError, ResponseDataLossError,
                   net.ConnectError, net.ConnectionLost, net.ConnectionDone, ResponseFailed,
                   ConnectionError)
-_CYCLE_CACHE_SECONDS = 1.0
 
 
 def retry_after_seconds(headers: Headers, now: float) -> float | None:
@@ -135,25 +125,20 @@ def attempt_cost(billing: BillingModel, wire: float, *, failed: bool) -> float:
 class CostHealthMiddleware:
     """Measure each attempt's cost; back off and penalise unhealthy hosts (module docstring)."""
 
-    def __init__(self, costs: CostStore, stats: StatsCollector, *, billing: BillingModel,
-                 ledger: LedgerStore | None = None, hold: Callable[[str, float], bool] | None = None,
-                 site: Any = None, canonical: Callable[[str], str | None] | None = None,
-                 clock: Clock | None = None, backoff_base: float = 2.0, backoff_max: float = 3600.0,
-                 bad_statuses: Collection[int] = (429, 503), debug: bool = False) -> None:
-        self.costs = costs
+    def __init__(self, runtime: CrawlRuntime, stats: StatsCollector, *, billing: BillingModel,
+                 site: Any = None, backoff_base: float = 2.0, backoff_max: float = 3600.0,
+                 half_life: float = 600.0, bad_statuses: Collection[int] = (429, 503),
+                 debug: bool = False) -> None:
+        self.runtime = runtime
         self.stats = stats
         self.billing = billing
-        self.ledger = ledger
-        self.hold = hold
         self.site = site
-        self.canonical = canonical
-        self.clock = clock or SystemClock()
         self.backoff_base = backoff_base
         self.backoff_max = backoff_max
+        self.half_life = half_life
         self.bad_statuses = frozenset(bad_statuses)
         self.debug = debug
-        self._cycle: tuple[float, Cycle | None] = (float("-inf"), None)
-        self._backed_off: set[str] = set()
+        self._backed_off = _Seen(10_000)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
@@ -161,17 +146,17 @@ class CostHealthMiddleware:
         if not settings.getbool("WEBCRAWL_COST_ENABLED", True):
             raise NotConfigured("cost and health tracking is off: set WEBCRAWL_COST_ENABLED = True")
         assert crawler.stats is not None
-        context = cost_context(crawler)
+        runtime = CrawlRuntime.of(crawler)
         base = settings.getfloat("WEBCRAWL_BACKOFF_BASE_SECONDS", 2.0)
         maximum = settings.getfloat("WEBCRAWL_BACKOFF_MAX_SECONDS", 3600.0)
         if not 0 < base <= maximum:
             raise ValueError(f"WEBCRAWL_BACKOFF_BASE_SECONDS={base!r}, WEBCRAWL_BACKOFF_MAX_SECONDS="
                              f"{maximum!r}: expected 0 < base <= max")
         codes = [int(c) for c in settings.getlist("WEBCRAWL_HEALTH_HTTP_CODES", [429, 503])]
-        mw = cls(context.costs, crawler.stats, billing=context.billing, ledger=context.ledger,
-                 hold=domain_hold_setter(crawler), site=context.site, canonical=context.canonical,
-                 backoff_base=base, backoff_max=maximum, bad_statuses=codes,
-                 debug=settings.getbool("WEBCRAWL_COST_DEBUG", False))
+        mw = cls(runtime, crawler.stats, billing=runtime.billing, site=runtime.site,
+                 backoff_base=base, backoff_max=maximum,
+                 half_life=settings.getfloat("WEBCRAWL_HEALTH_HALF_LIFE_SECONDS", 600.0),
+                 bad_statuses=codes, debug=settings.getbool("WEBCRAWL_COST_DEBUG", False))
         crawler.signals.connect(mw.item_verdict, signal=signals.item_scraped)
         crawler.signals.connect(mw.item_verdict, signal=signals.item_dropped)
         return mw
@@ -183,106 +168,104 @@ class CostHealthMiddleware:
         failed = response.status in self.bad_statuses or response.status == 429 or response.status >= 500
         outcome = "failed" if failed else ("not_modified" if response.status == 304 else "full")
         bad = response.status in self.bad_statuses
-        domain, state, previous = self._measure(request, outcome, wire, ok=not bad)
-        if response.status == 304 and META_VALIDATORS in request.meta:
-            self._outcome(self._page_type(request), "unchanged")  # our validators: unchanged
-        if bad:
-            delay = retry_after_seconds(response.headers, self.clock.time())
-            self._backoff(domain, state, str(response.status), delay)
-        elif previous:
-            self.stats.inc_value(HEALTH + "recovered")
-            if self.debug:
-                logger.debug("%s answers again after %d bad outcomes", domain, previous)
+        billed = self._measure(request, outcome, wire)
+        if not failed:
+            request.meta[M.BILLED] = float(request.meta.get(M.BILLED) or 0.0) + billed
+            request.meta[M.WIRE_BYTES] = wire
+        if response.status == 304 and M.VALIDATORS_FOR in request.meta:
+            self._book({f"unchanged:{self._page_type(request) or '-'}": 1.0})
+        retry_after = retry_after_seconds(response.headers, self.runtime.clock.time()) if bad else None
+        self._health(request, ok=not bad, reason=str(response.status), retry_after=retry_after)
         return response
 
     def process_exception(self, request: Request, exception: BaseException) -> None:
         if not isinstance(exception, NETWORK_ERRORS):
             return  # IgnoreRequest and friends: nothing went over the wire
         wire = 0 if isinstance(exception, NO_CONNECTION) else len(request_httprepr(request))
-        domain, state, _ = self._measure(request, "failed", wire, ok=False)
-        self._backoff(domain, state, "timeout" if isinstance(exception, TIMEOUTS) else "connection", None)
+        self._measure(request, "failed", wire)
+        self._health(request, ok=False,
+                     reason="timeout" if isinstance(exception, TIMEOUTS) else "connection",
+                     retry_after=None)
 
     # -- measurement -------------------------------------------------------------------------
 
     def _page_type(self, request: Request) -> str | None:
-        page_type = request.meta.get("webcrawl_page_type")
+        page_type = request.meta.get(M.PAGE_TYPE)
         if page_type is None and self.site is not None:
             match = self.site.page_type_for(request.url)
             page_type = match.name if match is not None else None
         return page_type
 
-    def _current_cycle(self) -> Cycle | None:
-        if self.ledger is None:
-            return None
-        at, cycle = self._cycle
-        now = self.clock.time()
-        if abs(now - at) >= _CYCLE_CACHE_SECONDS or (cycle is not None and now >= cycle.ends):
-            cycle = self.ledger.current()
-            self._cycle = (now, cycle)
-        return cycle
+    def _book(self, figures: dict[str, float]) -> None:
+        cycle = self.runtime.cycle
+        if cycle is None:
+            self.stats.inc_value(STATS + "unbooked")
+            return
+        self.runtime.batch.ledger(cycle, figures)
 
-    def _measure(self, request: Request, outcome: str, wire: int, *, ok: bool
-                 ) -> tuple[str, DomainHealth, int]:
-        """Book the attempt; returns its domain, the domain's health after it and its bad streak
-        before it."""
-        meta = request.meta
-        failed = outcome == "failed"
-        billed = attempt_cost(self.billing, wire, failed=failed)
-        page_type = self._page_type(request)
-        purpose = meta.get("webcrawl_purpose") or "discovery"
-        url = None
-        if purpose != "robots" and self.canonical is not None:
-            url = meta.get("webcrawl_canonical_url") or self.canonical(request.url)
-        domain = urlparse_cached(request).hostname or ""
-        state, previous = self.costs.attempt(page_type, outcome, wire, billed, url, domain=domain,
-                                             ok=ok, now=self.clock.time())
-        for key in ("total", f"total/{page_type or '-'}"):
+    def _measure(self, request: Request, outcome: str, wire: int) -> float:
+        """Book the attempt: stats, the spend bucket, the cycle ledger. Returns its cost."""
+        billed = attempt_cost(self.billing, wire, failed=outcome == "failed")
+        page_type = self._page_type(request) or "-"
+        purpose = request.meta.get(M.PURPOSE) or "discovery"
+        for key in ("total", f"total/{page_type}"):
             self.stats.inc_value(STATS + key, billed)  # type: ignore[arg-type]  # costs may be fractional
         self.stats.inc_value(STATS + "attempts")
         self.stats.inc_value(STATS + f"attempts/{outcome}")
         self.stats.inc_value(STATS + "wire_bytes", wire)
-        cycle_id = meta.get(META_CYCLE)
-        if cycle_id is None:
-            cycle = self._current_cycle()
-            cycle_id = cycle.id if cycle is not None else None
-        if cycle_id is None or self.ledger is None:
-            self.stats.inc_value(STATS + "unbooked")
-            return domain, state, previous
-        reserved = float(meta.get(META_RESERVED) or 0.0)
-        meta[META_RESERVED] = 0.0  # a retry carries the meta along: release the reservation once
-        self.ledger.land(int(cycle_id), expected=reserved, actual=billed, purpose=purpose,
-                         page_type=page_type)
-        return domain, state, previous
+        self.runtime.spend.reconcile(request, billed)
+        self._book({"booked": billed, f"spent:{purpose}": billed, f"fetches:{page_type}": 1.0,
+                    f"cost:{page_type}": billed})
+        return billed
+
+    def _health(self, request: Request, *, ok: bool, reason: str, retry_after: float | None) -> None:
+        host = urlparse_cached(request).hostname
+        if not host:
+            return
+        if not ok:
+            self.stats.inc_value(HEALTH + "bad")
+            self.stats.inc_value(HEALTH + f"bad/{reason}")
+        op = attempt_op(ok, retry_after=retry_after, base=self.backoff_base, maximum=self.backoff_max,
+                        half_life=self.half_life, time=self.runtime.clock.time())
+
+        def answered(reply: list[Any]) -> None:
+            streak, previous, hold = int(reply[0] or 0), int(reply[1] or 0), float(reply[2] or 0)
+            if ok:
+                if previous:
+                    self.stats.inc_value(HEALTH + "recovered")
+                return
+            self.stats.inc_value(HEALTH + "backoff")
+            if retry_after is not None:
+                self.stats.inc_value(HEALTH + "backoff/retry_after")
+            if host not in self._backed_off:
+                self._backed_off.add(host)
+                logger.info("Backing off %s for %.1f s (%s); more backoffs of this host are logged "
+                            "with WEBCRAWL_COST_DEBUG = True", host, hold, reason)
+            elif self.debug:
+                logger.debug("Backing off %s for %.1f s (%s, %d in a row)", host, hold, reason, streak)
+
+        self.runtime.batch.land(host, op, answered)
 
     def item_verdict(self, item: Any) -> None:
         """``item_scraped`` / ``item_dropped``: a page's verdict (new, changed, unchanged) as
-        the record-hash pipeline judged it, counted in the current cycle's metrics."""
+        the record-hash pipeline judged it, counted in the current cycle's figures."""
         if isinstance(item, PageItem) and item.change is not None:
-            self._outcome(item.page_type, item.change)
+            self._book({f"{item.change}:{item.page_type or '-'}": 1.0})
 
-    def _outcome(self, page_type: str | None, outcome: str) -> None:
-        cycle = self._current_cycle()
-        if cycle is not None and self.ledger is not None:
-            self.ledger.record_outcome(cycle.id, page_type, outcome)
 
-    # -- health ------------------------------------------------------------------------------
+class _Seen:
+    """A bounded set (oldest forgotten first): hosts whose first backoff was logged."""
 
-    def _backoff(self, domain: str, state: DomainHealth, reason: str, retry_after: float | None) -> None:
-        """Hold ``domain`` back after a bad outcome (its ``state.streak``-th in a row)."""
-        self.stats.inc_value(HEALTH + "bad")
-        self.stats.inc_value(HEALTH + f"bad/{reason}")
-        delay = backoff_seconds(state.streak, retry_after, self.backoff_base, self.backoff_max)
-        until = self.clock.time() + delay
-        if self.hold is not None:
-            self.hold(domain, until)
-        self.costs.note_hold(domain, until)
-        self.stats.inc_value(HEALTH + "backoff")
-        if retry_after is not None:
-            self.stats.inc_value(HEALTH + "backoff/retry_after")
-        if domain not in self._backed_off:
-            self._backed_off.add(domain)
-            logger.info("Backing off %s for %.1f s (%s); more backoffs of this host are logged "
-                        "with WEBCRAWL_COST_DEBUG = True", domain, delay, reason)
-        elif self.debug:
-            logger.debug("Backing off %s for %.1f s (%s, %d in a row)", domain, delay, reason,
-                         state.streak)
+    def __init__(self, size: int) -> None:
+        from collections import OrderedDict
+
+        self.size = size
+        self._data: OrderedDict[str, None] = OrderedDict()
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._data
+
+    def add(self, key: str) -> None:
+        self._data[key] = None
+        if len(self._data) > self.size:
+            self._data.popitem(last=False)

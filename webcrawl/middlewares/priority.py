@@ -1,58 +1,44 @@
 """Cost-aware priority: every request the spider yields gets its purpose, page type, expected cost
-and a priority = value x gain / expected cost (revisit-model.md section 4; issue 5, item 2).
+and a priority = value x gain / expected cost (revisit-model.md section 4).
 
-For each request (start requests and spider output):
+Known pages are not the spider's business any more: their revisits come out of their hosts' due
+queues when the allocator says (:mod:`webcrawl.extensions.allocator`). What the spider yields is
+new: seeds, links, sitemap entries (URLs the seen filter has not met) and sitemaps. For each:
 
-- ``meta["webcrawl_purpose"]``: kept when set (``discovery``, ``revisit``, ``reestimation`` or
-  ``re-estimation``, ``verification``, ``robots``, ``sitemap``, ``listing``); else ``robots`` for a
-  ``/robots.txt``, ``sitemap`` for one of the site's sitemaps, ``discovery`` otherwise.
-- ``meta["webcrawl_page_type"]``: kept when set, else the site's first matching page type (``None``
-  when none matches).
-- value: the page's tier (:data:`TIER_VALUES`), 1 without a site or page type. The tier is the
-  page type's, overridden (docs/sites.md, ``value_rules`` / ``value_field``) by the tier the
-  record-hash pipeline stored in a known page's history at its last fetch (``value_tier``: its
-  record field, or a URL rule; read only for page types with a ``value_field``), else by the
-  first of the page type's URL rules matching the request's URL.
-- gain (:func:`webcrawl.revisit.gain` under the site's objective): for a page with a history, with
-  its posterior change rate (its own visits shrunk toward the prior) and the time since its last
-  fetch; for a new page (purpose ``discovery``, or no history) the prior's rate, and the fresh time
-  a first copy buys until the next cycle, ``(1 - exp(-rate * cycle)) / rate`` (one event under the
-  ``events`` objective). The prior: one change per ``WEBCRAWL_PRIOR_CHANGE_SECONDS`` (7 days),
-  shape ``WEBCRAWL_PRIOR_SHAPE`` (0.5).
-- ``meta["webcrawl_expected_cost"]``: :func:`webcrawl.revisit.expected_cost` in the site's billing
-  model, from the page type's measured averages (``WEBCRAWL_COST_DEFAULT_BYTES`` until measured),
-  a 304's price where the host's validators are trusted and the page has some, times the host's
-  health multiplier (:class:`~webcrawl.state.costs.CostStore`).
-- ``meta["webcrawl_priority"]`` (the score) and ``request.priority`` = :func:`scrapy_priority`:
-  ``band + round(STEPS_PER_DECADE * log10(score))``, clipped inside the band. Bands keep the
-  model's rule that new URLs never outrank known pages: robots.txt, then sitemaps, then known pages
-  (revisits, re-estimation, verification, listings with a history), then discovery. A request that
-  already carries ``webcrawl_priority`` and ``webcrawl_expected_cost`` (the cycle planner's) is only
-  mapped, not scored again.
+- ``meta["webcrawl_purpose"]``: kept when set; else ``robots`` for a ``/robots.txt``, ``sitemap``
+  for one of the site's sitemaps, ``discovery`` otherwise.
+- ``meta["webcrawl_page_type"]``: kept when set, else the site's first matching page type.
+- value: the page type's tier (:data:`TIER_VALUES`), or the first of its URL rules that matches.
+- gain: a first copy of a page changing at the prior's rate, fresh until the next cycle:
+  ``(1 - exp(-rate * cycle)) / rate`` (one event under the ``events`` objective). The prior: one
+  change per ``WEBCRAWL_PRIOR_CHANGE_SECONDS`` (7 days), shape ``WEBCRAWL_PRIOR_SHAPE`` (0.5).
+- ``meta["webcrawl_expected_cost"]``: the page type's mean cost as the allocator last published
+  it (``WEBCRAWL_COST_DEFAULT_BYTES`` or one credit or request until measured), times the host's
+  health multiplier.
+- ``request.priority`` = :func:`scrapy_priority` of the score, inside a band by purpose:
+  robots.txt, then sitemaps, then pages.
 
-A known page costs one Redis read (its history); a discovery none beyond the cached cost profile
-and host health. Place it at 40 in ``SPIDER_MIDDLEWARES``: after Scrapy's depth, URL-length and
-referer middlewares, so what they drop is not scored and nothing re-prioritises afterwards.
+No Redis round trip per request: published costs and host health are read at most every few
+seconds. Place it at 40 in ``SPIDER_MIDDLEWARES``, after Scrapy's depth, URL-length and referer
+middlewares, so what they drop is not scored.
 
-Stats: ``webcrawl/priority/requests`` and ``webcrawl/priority/requests/{purpose}``,
-``webcrawl/priority/known`` (scored from a page history), ``webcrawl/priority/planned`` (mapped only).
+Stats: ``webcrawl/priority/requests`` and ``webcrawl/priority/requests/{purpose}``.
 """
 
 from __future__ import annotations
 
 import math
+import time
 from typing import TYPE_CHECKING, Any
 
 from scrapy.exceptions import NotConfigured
 from scrapy.spidermiddlewares.base import BaseSpiderMiddleware
 from scrapy.utils.httpobj import urlparse_cached
 
+from webcrawl import meta as M
 from webcrawl.config import DEFAULT_PRIOR, configured_prior
-from webcrawl.clock import SystemClock
-from webcrawl.middlewares.conditional import change_context
-from webcrawl.revisit import BillingModel, GammaPrior, Objective, estimate_rates, expected_cost, gain
-from webcrawl.state.costs import cost_context
-from webcrawl.state.history import HistoryStore
+from webcrawl.revisit import GammaPrior, Objective
+from webcrawl.runtime import CrawlRuntime
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -62,10 +48,6 @@ if TYPE_CHECKING:
     from scrapy.crawler import Crawler
     from scrapy.http import Response
     from scrapy.statscollectors import StatsCollector
-
-    from webcrawl.clock import Clock
-    from webcrawl.state.costs import CostStore
-    from webcrawl.state.history import PageRecord
 
 __all__ = ["BANDS", "STEPS_PER_DECADE", "TIER_VALUES", "PriorityMiddleware", "band_for",
            "scrapy_priority"]
@@ -77,11 +59,11 @@ STEPS_PER_DECADE = 100  # priorities 2.3% apart in score are still ordered
 _HALF_SPAN = 2000  # scores from 1e-20 to 1e20 keep their order inside a band
 #: The integer priority band of each kind of request, best first.
 BANDS: dict[str, int] = {"robots": 30_000, "sitemap": 20_000, "known": 10_000, "discovery": 0}
-KNOWN_PURPOSES = frozenset({"revisit", "reestimation", "re-estimation", "verification", "listing"})
+_REFRESH_SECONDS = 5.0
 
 
-def band_for(purpose: str, known: bool) -> int:
-    """The band of a request: robots.txt and sitemaps by purpose, then pages with a history."""
+def band_for(purpose: str, known: bool = False) -> int:
+    """The band of a request: robots.txt and sitemaps by purpose, then pages."""
     if purpose in ("robots", "sitemap"):
         return BANDS[purpose]
     return BANDS["known"] if known else BANDS["discovery"]
@@ -99,26 +81,22 @@ def scrapy_priority(score: float, band: int = 0) -> int:
 class PriorityMiddleware(BaseSpiderMiddleware):
     """Purpose, page type, expected cost and priority on every request (module docstring)."""
 
-    def __init__(self, costs: CostStore, history: HistoryStore, stats: StatsCollector, *,
-                 billing: BillingModel, site: Any = None, prior: GammaPrior | None = None,
-                 trusted: Callable[[str], bool] | None = None,
-                 canonical: Callable[[str], str | None] | None = None, clock: Clock | None = None,
-                 default_bytes: float = 50_000.0) -> None:
+    def __init__(self, stats: StatsCollector, *, site: Any = None, prior: GammaPrior | None = None,
+                 default_cost: float = 1.0, published: Callable[[], dict[str, float]] | None = None,
+                 health: Callable[[str], float] | None = None) -> None:
         self.crawler = None  # type: ignore[assignment]  # plain values only (see from_crawler)
-        self.costs = costs
-        self.history = history
         self.stats = stats
-        self.billing = billing
         self.site = site
         self.prior = prior or DEFAULT_PRIOR
-        self.trusted = trusted or (lambda host: False)
-        self.canonical = canonical or (lambda url: url)
-        self.clock = clock or SystemClock()
-        self.default_bytes = default_bytes
+        self.default_cost = default_cost
+        self.published = published
+        self.health = health or (lambda host: 1.0)
         self.objective = Objective(getattr(site, "objective", "freshness"))
         budget = getattr(site, "budget", None)
         self.cycle_seconds = float(getattr(budget, "cycle_seconds", 86_400.0))
         self.sitemaps = frozenset(getattr(site, "sitemaps", ()))
+        self._costs: dict[str, float] = {}
+        self._costs_at = -math.inf
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
@@ -126,46 +104,29 @@ class PriorityMiddleware(BaseSpiderMiddleware):
         if not settings.getbool("WEBCRAWL_PRIORITY_ENABLED", True):
             raise NotConfigured("cost-aware priorities are off: set WEBCRAWL_PRIORITY_ENABLED = True")
         assert crawler.stats is not None
-        context = cost_context(crawler)
-        change = change_context(crawler)
-        site = context.site
-        rules = getattr(site, "trust", None)
+        runtime = CrawlRuntime.of(crawler)
+        half_life = settings.getfloat("WEBCRAWL_HEALTH_HALF_LIFE_SECONDS", 600.0)
+        penalty = settings.getfloat("WEBCRAWL_HEALTH_PENALTY", 4.0)
 
-        def trusted(host: str) -> bool:
-            mode = rules.for_host(host).validators if rules is not None else "learn"
-            return mode == "always" or (mode == "learn" and change.trust.get(host).state == "trusted")
+        def health(host: str) -> float:
+            return 1.0 + penalty * runtime.hosts.health(host).bad_rate(runtime.clock.time(), half_life)
 
-        return cls(context.costs, change.history, crawler.stats, billing=context.billing, site=site,
-                   prior=configured_prior(settings), trusted=trusted,
-                   canonical=context.canonical,
-                   default_bytes=settings.getfloat("WEBCRAWL_COST_DEFAULT_BYTES", 50_000.0))
+        return cls(crawler.stats, site=runtime.site, prior=configured_prior(settings),
+                   default_cost=runtime.default_cost(), published=runtime.published, health=health)
 
     def get_processed_request(self, request: Request, response: Response | None) -> Request | None:
         meta = request.meta
-        purpose = meta.get("webcrawl_purpose") or self._purpose(request)
-        meta["webcrawl_purpose"] = purpose
-        if "webcrawl_page_type" not in meta:
+        purpose = meta.get(M.PURPOSE) or self._purpose(request)
+        meta[M.PURPOSE] = purpose
+        if M.PAGE_TYPE not in meta:
             match = self.site.page_type_for(request.url) if self.site is not None else None
-            meta["webcrawl_page_type"] = match.name if match is not None else None
+            meta[M.PAGE_TYPE] = match.name if match is not None else None
         self.stats.inc_value(STATS + "requests")
         self.stats.inc_value(STATS + f"requests/{purpose}")
-        if "webcrawl_priority" in meta and "webcrawl_expected_cost" in meta:
-            self.stats.inc_value(STATS + "planned")
-            request.priority = scrapy_priority(float(meta["webcrawl_priority"]),
-                                               band_for(purpose, purpose in KNOWN_PURPOSES))
-            return request
-        record, url = None, None
-        if purpose in KNOWN_PURPOSES:
-            url = meta.get("webcrawl_canonical_url") or self.canonical(request.url)
-            record = self.history.get(url) if url else None
-            if record is not None:
-                self.stats.inc_value(STATS + "known")
-        score, cost = self.score(request, meta["webcrawl_page_type"], record,
-                                 stored_tier=self._stored_tier(meta["webcrawl_page_type"], url)
-                                 if record is not None else None)
-        meta["webcrawl_expected_cost"] = cost
-        meta["webcrawl_priority"] = score
-        request.priority = scrapy_priority(score, band_for(purpose, record is not None))
+        score, cost = self.score(request, meta[M.PAGE_TYPE])
+        meta[M.EXPECTED_COST] = cost
+        meta[M.PRIORITY] = score
+        request.priority = scrapy_priority(score, band_for(purpose, bool(meta.get(M.KNOWN))))
         return request
 
     def _purpose(self, request: Request) -> str:
@@ -173,31 +134,23 @@ class PriorityMiddleware(BaseSpiderMiddleware):
             return "robots"
         return "sitemap" if request.url in self.sitemaps else "discovery"
 
-    def score(self, request: Request, page_type: str | None, record: PageRecord | None,
-              stored_tier: int | None = None) -> tuple[float, float]:
-        """``(value * gain / expected cost, expected cost)`` of fetching ``request`` now;
-        ``stored_tier``: the page's ``value_tier`` from its history (a record field's tier)."""
-        now = self.clock.time()
+    def expected_cost(self, page_type: str | None, host: str) -> float:
+        if self.published is not None and time.monotonic() - self._costs_at > _REFRESH_SECONDS:
+            self._costs_at = time.monotonic()
+            self._costs = {k[5:]: v for k, v in self.published().items() if k.startswith("cost:")}
+        base = self._costs.get(page_type or "-") or self.default_cost
+        return max(base * self.health(host), 1e-9)
+
+    def score(self, request: Request, page_type: str | None) -> tuple[float, float]:
+        """``(value * gain / expected cost, expected cost)`` of a first fetch of ``request``."""
         host = urlparse_cached(request).hostname or ""
-        value = self._value(page_type, request.url, stored_tier)
-        p_unchanged, validators = 0.0, False
-        if record is None or record.last_fetched <= 0:
-            rate = self.prior.mean
-            if self.objective is Objective.EVENTS:
-                g = 1.0
-            else:
-                g = -math.expm1(-rate * self.cycle_seconds) / rate
+        value = self._value(page_type, request.url)
+        rate = self.prior.mean
+        if self.objective is Objective.EVENTS:
+            g = 1.0
         else:
-            rate = float(estimate_rates(record.page_history(), self.prior.shape, self.prior.rate)[0])
-            since = max(now - record.last_fetched, 0.0)
-            g = float(gain(self.objective, rate, since))
-            p_unchanged = math.exp(-rate * since)
-            validators = bool(record.etag or record.last_modified) and self.trusted(host)
-        profile = self.costs.profile(page_type, self.default_bytes)
-        cost = float(expected_cost(self.billing, profile, p_unchanged=p_unchanged,
-                                   validators_trusted=validators,
-                                   health=self.costs.multiplier(host, now)))
-        cost = max(cost, 1e-9)
+            g = -math.expm1(-rate * self.cycle_seconds) / rate
+        cost = self.expected_cost(page_type, host)
         return value * g / cost, cost
 
     def _kind(self, page_type: str | None) -> Any:
@@ -208,23 +161,10 @@ class PriorityMiddleware(BaseSpiderMiddleware):
                 return kind
         return None
 
-    def _stored_tier(self, page_type: str | None, url: str | None) -> int | None:
-        """The ``value_tier`` of a known page whose type has a record ``value_field`` (one Redis
-        read, only for those types); ``None`` when none is stored."""
-        kind = self._kind(page_type)
-        if kind is None or getattr(kind, "value_field", None) is None or not url:
-            return None
-        raw = self.history.client.hget(self.history.keys.page(url), "value_tier")
-        tier = int(raw) if raw else 0
-        return tier if 1 <= tier <= 4 else None
-
-    def _value(self, page_type: str | None, url: str | None = None,
-               stored_tier: int | None = None) -> float:
+    def _value(self, page_type: str | None, url: str | None = None) -> float:
         kind = self._kind(page_type)
         if kind is None:
             return 1.0
-        if stored_tier is not None:
-            return TIER_VALUES.get(stored_tier, 1.0)
         tier_for = getattr(kind, "tier_for", None)
         tier = tier_for(url) if tier_for is not None else kind.tier
         return TIER_VALUES.get(tier, 1.0)

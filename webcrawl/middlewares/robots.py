@@ -2,18 +2,24 @@
 (which fails open and never expires its answers). See docs/robots-and-safety.md.
 
 Contract: a request whose origin's robots.txt disallows it raises ``IgnoreRequest``. Answers come
-from the shared :class:`RobotsCache`; on a miss ``/robots.txt`` is fetched once per origin per
-process through ``engine.download_async`` (every downloader middleware, redirects: 5 to 10 hops,
-``meta["webcrawl_purpose"] = "robots"``), then the requests that waited for it go on one
-politeness interval (``pause_seconds`` raised to the Crawl-delay) apart, never at once: the first
-one interval after the fetch (so the fetch pays for its slot), the next one later, and so on (a
-request the answer refuses does not wait). RFC 9309 status rules apply
-(:func:`verdict_for_response`); a Crawl-delay is reported through :meth:`on_crawl_delay`.
-Requests with ``meta["dont_obey_robotstxt"]`` are not checked.
+from the crawl's cache (:class:`~webcrawl.robots.cache.RobotsCache`: Redis, in the host's shard,
+with an in-process LRU); on a miss ``/robots.txt`` is fetched once per origin per process through
+``engine.download_async`` (every downloader middleware: the robots.txt fetch takes the host's
+turn like any request, redirects 5 to 10 hops, ``meta["webcrawl_purpose"] = "robots"``), and the
+requests that waited for it go on through the host spacing middleware, which keeps them a delay
+apart from it and from each other. RFC 9309 status rules apply (:func:`verdict_for_response`).
+
+A ``Crawl-delay`` raises the host's delay for every process (land operation "D" in the host's
+shard) and for this process at once (:meth:`HostStore.note_delay`), before any request that waited
+for the answer goes on: the delay holds from the first request after robots.txt. ``Sitemap:``
+lines naming sitemaps on the site's allowed hosts are read (through the seen filter: once; the
+allocator schedules their later readings). Requests with ``meta["dont_obey_robotstxt"]`` are not
+checked.
 
 Stats: ``robotstxt/request_count``, ``robotstxt/response_count``,
 ``robotstxt/response_status_count/{status}``, ``robotstxt/exception_count/{exception}``,
-``robotstxt/forbidden``, ``robotstxt/cache/hit``, ``robotstxt/cache/miss``.
+``robotstxt/forbidden``, ``robotstxt/cache/hit``, ``robotstxt/cache/miss``,
+``robotstxt/sitemaps`` (sitemaps found in robots.txt and scheduled).
 """
 
 from __future__ import annotations
@@ -25,15 +31,13 @@ from typing import TYPE_CHECKING, Any
 from scrapy.exceptions import IgnoreRequest, NotConfigured
 from scrapy.http import Request
 from scrapy.http.request import NO_CALLBACK
-from scrapy.utils.asyncio import call_later
 from scrapy.utils.defer import maybe_deferred_to_future
 from scrapy.utils.httpobj import urlparse_cached
-from scrapy.utils.misc import load_object
 from twisted.internet.defer import CancelledError, Deferred
 
-from webcrawl.config import DEFAULTS
-from webcrawl.context import crawl_context
 from webcrawl.robots.cache import RobotsCache
+from webcrawl.runtime import CrawlRuntime
+from webcrawl.state.hosts import delay_op
 from webcrawl.robots.policy import (
     MAX_CACHE_SECONDS,
     MIN_PARSE_BYTES,
@@ -56,8 +60,8 @@ logger = logging.getLogger(__name__)
 
 DelaySetter = Callable[[str, float], None]
 Downloader = Callable[[Request], "Awaitable[Response]"]
+SitemapSink = Callable[[str, list[str]], None]  # origin, sitemap URLs of its robots.txt
 _DEFAULT_PORTS = {"http": 80, "https": 443}
-_Answer = tuple[RobotsPolicy, float]  # a fetch's answer and the interval between waiters
 
 
 def origin_of(request: Request) -> str | None:
@@ -81,8 +85,8 @@ class RobotsMiddleware:
                  default_user_agent: str, ttl: float = MAX_CACHE_SECONDS,
                  error_ttl: float = 300.0, max_bytes: int = MIN_PARSE_BYTES,
                  max_redirects: int = 5, max_crawl_delay: float = 60.0,
-                 pause_seconds: float = 0.0, delay_setter: DelaySetter | None = None,
-                 download: Downloader | None = None) -> None:
+                 delay_setter: DelaySetter | None = None, download: Downloader | None = None,
+                 sitemaps: SitemapSink | None = None) -> None:
         if not 5 <= max_redirects <= 10:
             raise ValueError(f"WEBCRAWL_ROBOTS_MAX_REDIRECTS={max_redirects!r}: expected 5 to 10 "
                              "(RFC 9309 asks for at least five)")
@@ -102,12 +106,10 @@ class RobotsMiddleware:
         self.max_bytes = max_bytes
         self.max_redirects = max_redirects
         self.max_crawl_delay = max_crawl_delay
-        self.pause_seconds = pause_seconds
         self.delay_setter = delay_setter
         self.download = download
-        self._pending: dict[str, Deferred[_Answer]] = {}
-        # origin -> fires when the latest request waiting for its pending fetch goes on
-        self._released: dict[str, Deferred[None]] = {}
+        self.sitemaps = sitemaps
+        self._pending: dict[str, Deferred[RobotsPolicy]] = {}
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
@@ -117,21 +119,30 @@ class RobotsMiddleware:
         if settings.getbool("ROBOTSTXT_OBEY"):
             raise ValueError("ROBOTSTXT_OBEY=True turns on Scrapy's RobotsTxtMiddleware next to "
                              "webcrawl's: set ROBOTSTXT_OBEY = False")
-        client = crawl_context(crawler).client
-        cache = RobotsCache(client, lru_size=settings.getint("WEBCRAWL_ROBOTS_LRU_SIZE", 1024),
-                            lru_seconds=settings.getfloat("WEBCRAWL_ROBOTS_LRU_SECONDS", 300.0))
+        runtime = CrawlRuntime.of(crawler)
 
         def engine_download(request: Request) -> Awaitable[Response]:
             assert crawler.engine is not None
             return crawler.engine.download_async(request)
 
-        # An import path (or callable) of ``factory(crawler) -> setter(domain, seconds)``: how the
-        # crawl raises a domain's delay to its Crawl-delay (the scheduler's per-domain delay).
-        factory = settings.get("WEBCRAWL_ROBOTS_DELAY_SETTER")
-        delay_setter = load_object(factory)(crawler) if factory else None
+        def set_delay(host: str, seconds: float) -> None:
+            runtime.hosts.note_delay(host, seconds)
+            runtime.batch.land(host, delay_op(max(seconds, runtime.config.domain_delay)))
+
+        def schedule_sitemaps(origin: str, urls: list[str]) -> None:
+            spider, site = crawler.spider, runtime.site
+            make = getattr(spider, "sitemap_request", None)
+            if site is None or make is None or crawler.engine is None:
+                return
+            for url in urls:
+                host = urlparse_cached(Request(url)).hostname or ""
+                if site.allows_host(host):
+                    crawler.engine.crawl(make(url))
+                    runtime.stats.inc_value("robotstxt/sitemaps")
+
         return cls(
-            cache, crawler.stats,
-            delay_setter=delay_setter,
+            runtime.robots, crawler.stats,
+            delay_setter=set_delay,
             user_agent=settings.get("WEBCRAWL_ROBOTS_USER_AGENT") or None,
             default_user_agent=settings.get("USER_AGENT") or "",
             ttl=settings.getfloat("WEBCRAWL_ROBOTS_CACHE_SECONDS", MAX_CACHE_SECONDS),
@@ -139,11 +150,7 @@ class RobotsMiddleware:
             max_bytes=settings.getint("WEBCRAWL_ROBOTS_MAX_BYTES", MIN_PARSE_BYTES),
             max_redirects=settings.getint("WEBCRAWL_ROBOTS_MAX_REDIRECTS", 5),
             max_crawl_delay=settings.getfloat("WEBCRAWL_ROBOTS_MAX_CRAWL_DELAY_SECONDS", 60.0),
-            pause_seconds=settings.getfloat(
-                "WEBCRAWL_ROBOTS_PAUSE_SECONDS",
-                settings.getfloat("WEBCRAWL_DOMAIN_DELAY_SECONDS",
-                                  DEFAULTS["WEBCRAWL_DOMAIN_DELAY_SECONDS"])),
-            download=engine_download,
+            download=engine_download, sitemaps=schedule_sitemaps,
         )
 
     def token_for(self, request: Request) -> str:
@@ -176,22 +183,10 @@ class RobotsMiddleware:
         """Wait for the origin's answer, fetching it unless another request already is."""
         pending = self._pending.get(origin)
         if pending is not None:
-            # Waiters leave in arrival order, each one interval after the one before it left
-            # (the first: after the fetching request).
-            previous, released = self._released[origin], Deferred()
-            self._released[origin] = released
-            try:
-                policy, interval = await maybe_deferred_to_future(_follow(pending))
-                await maybe_deferred_to_future(_follow(previous))
-                if policy.allowed(request.url, self.token_for(request)):  # a refusal need not wait
-                    await _sleep(interval)
-            finally:
-                released.callback(None)
-            return policy
+            return await maybe_deferred_to_future(_follow(pending))
         pending = self._pending[origin] = Deferred()
-        released = self._released[origin] = Deferred()
         # What waiting requests get if this fetch dies (cancelled, Redis down): "unreachable".
-        policy, interval = RobotsPolicy.disallow_all(), 0.0
+        policy = RobotsPolicy.disallow_all()
         try:
             # Another process may have fetched it meanwhile (the LRU missed, Redis may not).
             cached = self.cache.get(origin)
@@ -199,20 +194,15 @@ class RobotsMiddleware:
                 verdict = await self._fetch(origin)
                 self.cache.put(origin, verdict)
                 policy = verdict.policy
-                delay = self._report_crawl_delay(origin, policy, request)
-                interval = max(self.pause_seconds, delay)
+                if self.sitemaps is not None and policy.sitemaps():
+                    self.sitemaps(origin, policy.sitemaps())
             else:
                 policy = cached
-                self._report_crawl_delay(origin, policy, request)
+            # The delay is known before any request that waited goes on.
+            self._report_crawl_delay(origin, policy, request)
         finally:
             del self._pending[origin]
-            del self._released[origin]
-            pending.callback((policy, interval))
-        try:
-            if policy.allowed(request.url, self.token_for(request)):
-                await _sleep(interval)
-        finally:
-            released.callback(None)
+            pending.callback(policy)
         return policy
 
     async def _fetch(self, origin: str) -> Verdict:
@@ -273,11 +263,3 @@ def _follow(pending: Deferred[Any]) -> Deferred[Any]:
 
     pending.addCallback(relay)
     return follower
-
-
-async def _sleep(seconds: float) -> None:
-    if seconds <= 0:
-        return
-    done: Deferred[None] = Deferred()
-    call_later(seconds, done.callback, None)
-    await maybe_deferred_to_future(done)

@@ -4,7 +4,8 @@ Placed after :class:`~webcrawl.pipelines.recordhash.RecordHashPipeline`. For eac
 :class:`~webcrawl.items.PageItem` whose content changed, appends the body (at most
 ``WEBCRAWL_BODY_STORE_MAX_BYTES``: a longer one is cut there and counted) to the site's store,
 ``<WEBCRAWL_DATA_DIR>/<site>/bodies/`` (:class:`webcrawl.store.BodyWriter`: snappy, framed,
-rotating segments), under the page's canonical URL, and points the page history at it.
+rotating segments), under the page's canonical URL, and points the page's entry in the crawl
+state at it (land operation "B", with the turn's write batch).
 
 "Changed" follows ``WEBCRAWL_BODY_STORE_CHANGE``: ``record`` (default) stores when the record hash
 pipeline marked the item new or changed; ``body`` stores when the body's BLAKE2b differs from that
@@ -24,13 +25,14 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
+from urllib.parse import urlsplit
 from typing import TYPE_CHECKING, Any
 
 from scrapy.exceptions import NotConfigured
 
-from webcrawl.config import StateConfig
 from webcrawl.items import PageItem
-from webcrawl.middlewares.conditional import change_context
+from webcrawl.runtime import CrawlRuntime
+from webcrawl.state.pagestore import body_op
 from webcrawl.store import FSYNC_POLICIES, BodyWriter, StoreLockedError, body_hash
 
 if TYPE_CHECKING:
@@ -38,8 +40,6 @@ if TYPE_CHECKING:
 
     from scrapy.crawler import Crawler
     from scrapy.statscollectors import StatsCollector
-
-    from webcrawl.state.history import HistoryStore
 
 logger = logging.getLogger(__name__)
 
@@ -59,7 +59,7 @@ def bodies_folder(data_dir: str | Path, site: str) -> Path:
 class BodyStorePipeline:
     """Store changed bodies and point the page history at them; see the module docstring."""
 
-    def __init__(self, history: HistoryStore, stats: StatsCollector, data_dir: str | Path, *,
+    def __init__(self, runtime: CrawlRuntime, stats: StatsCollector, data_dir: str | Path, *,
                  change: str = "record", max_bytes: int = 8 * 1024 * 1024,
                  segment_bytes: int = 64 * 1024 * 1024, fsync: str = "batch") -> None:
         if change not in CHANGE_MODES:
@@ -70,7 +70,7 @@ class BodyStorePipeline:
             raise ValueError(f"WEBCRAWL_BODY_STORE_FSYNC={fsync!r}: expected one of {FSYNC_POLICIES}")
         if not 1 <= segment_bytes <= 2**32:
             raise ValueError(f"WEBCRAWL_BODY_STORE_SEGMENT_MB: {segment_bytes} bytes is out of 1 B..4 GiB")
-        self.history = history
+        self.runtime = runtime
         self.stats = stats
         self.data_dir = Path(data_dir)
         self.change = change
@@ -85,10 +85,10 @@ class BodyStorePipeline:
         if not settings.getbool("WEBCRAWL_BODY_STORE_ENABLED", True):
             raise NotConfigured("bodies are not stored: set WEBCRAWL_BODY_STORE_ENABLED = True")
         assert crawler.stats is not None and crawler.spider is not None
-        config = StateConfig.from_settings(settings, crawler.spider.name)
+        runtime = CrawlRuntime.of(crawler)
         segment_mb = settings.getfloat("WEBCRAWL_BODY_STORE_SEGMENT_MB", 64.0)
         return cls(
-            change_context(crawler).history, crawler.stats, config.data_dir,
+            runtime, crawler.stats, runtime.config.data_dir,
             change=settings.get("WEBCRAWL_BODY_STORE_CHANGE", "record"),
             max_bytes=settings.getint("WEBCRAWL_BODY_STORE_MAX_BYTES", 8 * 1024 * 1024),
             segment_bytes=int(segment_mb * 1024 * 1024),
@@ -123,6 +123,7 @@ class BodyStorePipeline:
         if not isinstance(item, PageItem):
             return item
         body, key = item.body, item.canonical_url or item.url
+        host = (urlsplit(item.url).hostname or "").lower()
         if len(body) > self.max_bytes:
             body = body[: self.max_bytes]
             self.stats.inc_value(STATS + "truncated")
@@ -130,7 +131,8 @@ class BodyStorePipeline:
         if self.change == "record":
             changed = item.change in ("new", "changed")
         else:
-            changed = digest != self.history.body_hash(key)
+            stored = self.runtime.pages.body(key, host)
+            changed = stored is None or digest != stored[1]
         if not changed:
             self.stats.inc_value(STATS + "skipped")
             return item
@@ -149,7 +151,7 @@ class BodyStorePipeline:
             logger.error("body store: could not store %s: %s", key, exc)
             self._error(type(exc).__name__)
             return item
-        self.history.set_body(key, str(pointer), digest, item.fetch_time)
+        self.runtime.batch.land(host, body_op(key, str(pointer), digest, item.fetch_time))
         self.stats.inc_value(STATS + "stored")
         self.stats.inc_value(STATS + "stored_bytes", len(body))
         self.stats.inc_value(STATS + "disk_bytes", writer.bytes_written - before)

@@ -7,11 +7,16 @@ the site file) and may override :meth:`SiteSpider.parse` or :meth:`SiteSpider.pa
 
 Contract (docs/spider.md):
 
-- ``start()`` yields the seeds (depth 0), then one request per sitemap of the site file. Sitemaps
-  (indexes, gzip, ``<lastmod>``) are fetched through the crawl itself, so they pay politeness and
-  robots.txt like any page; every URL they list is requested at depth 0 with its lastmod in
-  ``meta["webcrawl_lastmod"]`` (seconds since the epoch), which the page's item carries on as
-  ``PageItem.lastmod``.
+- ``start()`` yields the seeds (depth 0), then one request per sitemap of the site file, all through
+  the crawl's seen filter like any URL (a sitemap is read once here; the allocator schedules its
+  later readings). Sitemaps (indexes, gzip, ``<lastmod>``) are fetched through the crawl itself,
+  so they pay politeness and robots.txt like any page. Every URL a sitemap lists is requested
+  at depth 0 (the seen filter drops known ones), and every date it gives is noted for the page
+  (:func:`webcrawl.state.pagestore.lastmod_op`): a date newer than the page's last fetch makes it
+  due at once where the host's dates have proved reliable. A sitemap's own reading is recorded
+  like a page's (its entries' hash as its record), so it gets a schedule and a cost.
+- :meth:`revisit_request` and :meth:`sitemap_request` build the requests of known pages and
+  sitemaps the scheduler pops from the due queue, and of sitemaps robots.txt names.
 - ``parse()`` parses each body once with the site's :class:`~webcrawl.parse.PageParser` (one per
   spider instance; it truncates to ``limits.parse_bytes``), yields a request per link not yet
   requested by this process, a :class:`~webcrawl.items.PageItem` when the URL has a page type and
@@ -27,6 +32,7 @@ Contract (docs/spider.md):
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -34,6 +40,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import scrapy
 
+from webcrawl import meta as M
 from webcrawl.items import ListingItem, PageItem
 from webcrawl.parse import PageParser, ParseResult, rules_for_site
 from webcrawl.sites import SiteConfig
@@ -92,6 +99,8 @@ class SiteSpider(scrapy.Spider):
         self.max_sitemap_bytes = 0
         self._requested: set[str] = set()
         self._keys: dict[tuple[str, str | None], str] = {}
+        #: where sitemap readings and dates go (set by from_crawler when the crawl has a state)
+        self._signals: Any = None
 
     @classmethod
     def from_crawler(cls, crawler: Crawler, *args: Any, **kwargs: Any) -> Self:
@@ -100,6 +109,10 @@ class SiteSpider(scrapy.Spider):
         spider.seen_cache_size = settings.getint("WEBCRAWL_SEEN_CACHE_SIZE", 500_000)
         spider.listing_items = settings.getbool("WEBCRAWL_LISTING_ITEMS_ENABLED", True)
         spider.max_sitemap_bytes = settings.getint("DOWNLOAD_MAXSIZE", 0)
+        if spider.site is not None and settings.get("SCHEDULER", "").endswith("ReadyQueueScheduler"):
+            from webcrawl.spiders._signals import SitemapSignals
+
+            spider._signals = SitemapSignals(crawler, spider.site)
         return spider
 
     # -- start --------------------------------------------------------------------------------------
@@ -117,10 +130,9 @@ class SiteSpider(scrapy.Spider):
     def _page_request(self, url: str, lastmod: float | None = None,
                       depth_reset: bool = False) -> scrapy.Request | None:
         """A discovery request for the canonical ``url``, or ``None`` when this process already
-        asked for it. A URL with a sitemap ``lastmod`` is always requested: the scheduler drops
-        a known one, but the date reaches the ``request_scheduled`` signal first."""
+        asked for it (a sitemap's date for it is noted apart, see :meth:`parse_sitemap`)."""
         requested = self._requested
-        if url in requested and lastmod is None:
+        if url in requested:
             self._inc(SPIDER + "links/known")
             return None
         if len(requested) >= self.seen_cache_size:
@@ -137,14 +149,26 @@ class SiteSpider(scrapy.Spider):
         self._inc(SPIDER + "requests/discovery")
         return scrapy.Request(url, callback=self.parse, meta=meta)
 
-    def _sitemap_request(self, url: str, level: int) -> scrapy.Request:
+    def _sitemap_request(self, url: str, level: int, *, known: bool = False,
+                         meta: dict[str, Any] | None = None) -> scrapy.Request:
         self._inc(SPIDER + "requests/sitemap")
-        # dont_filter: a sitemap is read again on every run (its lastmods move); not conditional:
-        # it is no page with a record history.
-        return scrapy.Request(url, callback=self.parse_sitemap, dont_filter=True, priority=10, meta={
-            META_PURPOSE: "sitemap", META_PAGE_TYPE: None, META_SITEMAP_LEVEL: level,
-            "webcrawl_conditional": False, "depth_reset": True,
+        # Through the seen filter unless it is a scheduled reading of a known sitemap; never
+        # conditional (its reading is judged on its entries, not on validators).
+        return scrapy.Request(url, callback=self.parse_sitemap, dont_filter=known, priority=10, meta={
+            **(meta or {}), META_PURPOSE: "sitemap", META_PAGE_TYPE: None,
+            META_SITEMAP_LEVEL: level, "webcrawl_conditional": False, "depth_reset": True,
         })
+
+    def sitemap_request(self, url: str) -> scrapy.Request:
+        """A first reading of a sitemap found elsewhere (a robots.txt ``Sitemap:`` line)."""
+        return self._sitemap_request(url, 0)
+
+    def revisit_request(self, url: str, *, sitemap: bool = False,
+                        meta: dict[str, Any] | None = None) -> scrapy.Request:
+        """The request of a known page (or sitemap) whose revisit is due."""
+        if sitemap:
+            return self._sitemap_request(url, 0, known=True, meta=meta)
+        return scrapy.Request(url, callback=self.parse, dont_filter=True, meta=meta or {})
 
     # -- pages ----------------------------------------------------------------------------------------
 
@@ -152,7 +176,7 @@ class SiteSpider(scrapy.Spider):
         """Links, the page's item and its listing items; see the module docstring."""
         parser = self.parser
         assert parser is not None and self.site is not None
-        fetch_time = time.time()
+        fetch_time = self._signals.now() if self._signals is not None else time.time()
         result = parser.parse(response.body, response.url, depth=response.meta.get("depth", 0),
                               encoding=_charset(response.headers.get(b"Content-Type")))
         stats = self.crawler.stats
@@ -186,11 +210,15 @@ class SiteSpider(scrapy.Spider):
                 kept[name] = value.decode("latin-1")
         self._inc(SPIDER + "items/page")
         self._inc(self._keyed(SPIDER + "items/page/", result.page_type))
+        meta = response.meta
         yield PageItem(
             url=response.url, canonical_url=result.url, site=self.site.name,
             page_type=result.page_type, status=response.status, fetch_time=fetch_time,
             record=result.record or {}, body=response.body, headers=kept,
-            lastmod=_lastmod(response.meta.get(META_LASTMOD)),
+            lastmod=_lastmod(meta.get(META_LASTMOD)),
+            fetch={"billed": meta.get(M.BILLED), "conditional": M.VALIDATORS_FOR in meta,
+                   "verify_304": meta.get(M.VERIFY_304), "page_stats": meta.get(M.PAGE_STATS),
+                   "wire_bytes": meta.get(M.WIRE_BYTES)},
         )
         if result.listing and self.listing_items:
             self._inc(SPIDER + "items/listing", len(result.listing))
@@ -221,6 +249,7 @@ class SiteSpider(scrapy.Spider):
             logger.warning("Ignoring sitemap %s: %s", response.url, error)
             return
         self._inc(f"{SITEMAP}{document.kind}")
+        self._note_sitemap(response, document)
         if document.gzipped:
             self._inc(SITEMAP + "gzip")
         if document.invalid_lastmod:
@@ -235,6 +264,7 @@ class SiteSpider(scrapy.Spider):
                 else:
                     yield self._sitemap_request(url, level + 1)
             return
+        read_at = self._signals.now() if self._signals is not None else time.time()
         for loc, lastmod in document.entries:
             self._inc(SITEMAP + "urls")
             url = parser.canonicalizer.canonical(loc)
@@ -245,9 +275,20 @@ class SiteSpider(scrapy.Spider):
             assert url is not None
             if lastmod is not None:
                 self._inc(SITEMAP + "lastmod")
+                if self._signals is not None:
+                    self._signals.lastmod(url, _host(url), lastmod, read_at)
             request = self._page_request(url, lastmod, depth_reset=True)
             if request is not None:
                 yield request
+
+    def _note_sitemap(self, response: Response, document: Any) -> None:
+        """Record this reading of the sitemap like a page's fetch: its entries are its record."""
+        if self._signals is None:
+            return
+        entries = "\n".join(f"{loc} {lastmod or ''}" for loc, lastmod in document.entries)
+        url = response.meta.get("webcrawl_canonical_url") or response.url
+        self._signals.sitemap_read(url, _host(url), response, hashlib.blake2b(
+            entries.encode("utf-8", "surrogateescape"), digest_size=16).hexdigest())
 
     def _inc(self, key: str, count: int = 1) -> None:
         stats = self.crawler.stats

@@ -1,18 +1,16 @@
 """What clearing a crawl deletes, in one place: the queue, or everything.
 
-``scrapy crawlstate <crawl> --queue`` clears the *queue*: the frontiers (and their size counter),
-the ready queue of hosts, the leases of in-flight requests and the requests deferred to the next
-cycle. The seen filter, the page histories, the learned statistics and the cycles stay, so
+``scrapy crawlstate <crawl> --queue`` clears the *queue*: every shard's frontier (queued requests)
+and their counters, the ready queues of hosts and the leases of in-flight requests. Revisits stay
+scheduled, and so do the seen filter, the page records, the learned statistics and the cycles:
 the crawl goes on knowing what it knows; URLs it has already met are not queued again.
 
-``scrapy crawlstate <crawl> --clear`` deletes *everything* under the crawl's prefix: the queue,
-the seen filter, the page histories (with their pointers into the body store; the bodies on disk
-stay, and ``scrapy body`` still reads them), the learned statistics and every cycle's ledger (the
-report's history).
+``scrapy crawlstate <crawl> --clear`` deletes *everything*: the crawl's own slot (cycles, ledger,
+spend bucket, allocation, page types) and every shard (queue, revisits, seen filter, page records
+with their pointers into the body store: the bodies on disk stay, and ``scrapy body`` still reads
+them; hosts' delays, health, trust and robots.txt answers).
 
-The functions take a Redis client and the crawl's :class:`~webcrawl.state.keys.CrawlKeys`; the
-key names and their meanings are those :mod:`webcrawl.state.keys` documents. When that layout
-changes, this module is the one the commands rely on to change with it.
+The functions take a Redis client and the crawl's :class:`~webcrawl.state.layout.CrawlLayout`.
 """
 
 from __future__ import annotations
@@ -20,20 +18,15 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Any
 
-from webcrawl.state.keys import GLOBAL_PREFIX
+from webcrawl.state.layout import GLOBAL_PREFIX, CrawlLayout
 
-if TYPE_CHECKING:
-    import redis
-
-    from webcrawl.state.keys import CrawlKeys
-
-__all__ = ["Group", "Plan", "clear_everything", "clear_queue", "crawl_has_keys", "everything",
-           "known_crawls", "queue"]
+__all__ = ["Group", "Plan", "clear_crawl", "clear_everything", "clear_queue", "crawl_has_keys",
+           "everything", "known_crawls", "layout_of", "queue"]
 
 _BATCH = 1000
-_CRAWL_TAG = re.compile(rb"^webcrawl:\{([^}]+)\}:")
+_CRAWL_TAG = re.compile(rb"^webcrawl:\{([^}:]+)(?::\d+)?\}:")
 
 
 @dataclass(frozen=True)
@@ -56,28 +49,30 @@ class Plan:
     keys: int
 
 
-def _scan(client: redis.Redis, pattern: str) -> Iterator[bytes]:
-    return client.scan_iter(match=pattern, count=_BATCH)
+def _scan(client: Any, pattern: str) -> Iterator[bytes]:
+    if hasattr(client, "get_primaries"):  # a cluster: every primary holds some keys
+        for node in client.get_primaries():
+            yield from client.scan_iter(match=pattern, count=_BATCH, target_nodes=node)
+    else:
+        yield from client.scan_iter(match=pattern, count=_BATCH)
 
 
 def _glob(text: str) -> str:
-    """``text`` with SCAN's pattern characters escaped."""
     return re.sub(r"([\[\]*?\\])", r"\\\1", text)
 
 
-def _int(value: object) -> int:
-    try:
-        return int(value)  # type: ignore[call-overload]
-    except (TypeError, ValueError):
-        return 0
+def layout_of(client: Any, crawl: str) -> CrawlLayout:
+    """The crawl's layout as its ``meta`` hash records it (1 shard when there is none)."""
+    layout = CrawlLayout(crawl)
+    return CrawlLayout(crawl, int(client.hget(layout.meta, "shards") or 1))
 
 
-def crawl_has_keys(client: redis.Redis, keys: CrawlKeys) -> bool:
+def crawl_has_keys(client: Any, layout: CrawlLayout) -> bool:
     """Whether Redis holds any key of the crawl."""
-    return next(iter(_scan(client, keys.pattern)), None) is not None
+    return any(next(iter(_scan(client, p)), None) is not None for p in layout.patterns)
 
 
-def known_crawls(client: redis.Redis, limit: int = 200_000) -> list[str]:
+def known_crawls(client: Any, limit: int = 200_000) -> list[str]:
     """Names of the crawls with keys on this server (looking at most at ``limit`` keys)."""
     names: set[str] = set()
     for n, key in enumerate(_scan(client, _glob(GLOBAL_PREFIX) + "{*}:*")):
@@ -89,93 +84,57 @@ def known_crawls(client: redis.Redis, limit: int = 200_000) -> list[str]:
     return sorted(names)
 
 
-def _frontier_keys(client: redis.Redis, keys: CrawlKeys) -> list[bytes]:
-    return list(_scan(client, _glob(keys.frontier_prefix) + "*"))
+def _sum(client: Any, layout: CrawlLayout, command: str, name: str) -> int:
+    pipe = client.pipeline(transaction=False)
+    for shard in layout.all_shards:
+        getattr(pipe, command)(getattr(shard, name))
+    return sum(int(v or 0) for v in pipe.execute())
 
 
-def _queue_keys(keys: CrawlKeys) -> list[str]:
-    """The queue's keys besides the frontiers."""
-    return [keys.queued, keys.ready, keys.leases, keys.leased, keys.deferred]
+_QUEUE = ("frontier", "queued", "ready_new", "leases", "leased")
 
 
-def queue(client: redis.Redis, keys: CrawlKeys) -> Plan:
+def queue(client: Any, layout: CrawlLayout) -> Plan:
     """What :func:`clear_queue` deletes, with counts."""
-    frontiers = _frontier_keys(client, keys)
     groups = [
-        Group("frontiers", _int(client.get(keys.queued)),
-              f"queued requests in {len(frontiers)} frontiers"),
-        Group("ready hosts", int(client.zcard(keys.ready)), "hosts with queued requests"),
-        Group("leases", int(client.zcard(keys.leases)), "in-flight requests"),
-        Group("deferred requests", int(client.llen(keys.deferred)), "waiting for the next cycle"),
+        Group("frontiers", _sum(client, layout, "get", "queued"), "queued requests"),
+        Group("ready hosts", _sum(client, layout, "zcard", "ready_new"), "hosts with queued requests"),
+        Group("leases", _sum(client, layout, "zcard", "leases"), "in-flight requests"),
     ]
-    return Plan(groups, len(frontiers) + int(client.exists(*_queue_keys(keys))))
+    return Plan(groups, len(_QUEUE) * layout.shards)
 
 
-def _kind(suffix: str) -> str:
-    """Which group of :func:`everything` a key belongs to, by its name after the prefix."""
-    if suffix.startswith("frontier:") or suffix in ("queued", "seq", "ready", "next", "leases",
-                                                    "leased", "deferred", "evicted"):
-        return "queue"
-    if suffix in ("seen", "seen:meta"):
-        return "seen"
-    if suffix.startswith("page:"):
-        return "histories"
-    if suffix in ("cycle", "cycles", "planner:lock") or suffix.startswith(("cycle:", "freshness:")):
-        return "cycles"
-    return "learned"  # page index, costs, health, trust, listings, sitemaps, delays, counters
-
-
-def everything(client: redis.Redis, keys: CrawlKeys) -> Plan:
-    """What :func:`clear_everything` deletes, with counts (one pass over the crawl's keys)."""
-    by_kind: dict[str, int] = {}
-    pages: list[bytes] = []
-    prefix = len(keys.prefix.encode())
-    for key in _scan(client, keys.pattern):
-        kind = _kind(key[prefix:].decode(errors="replace"))
-        by_kind[kind] = by_kind.get(kind, 0) + 1
-        if kind == "histories":
-            pages.append(key)
-    with_body = 0
-    for start in range(0, len(pages), _BATCH):
-        pipe = client.pipeline(transaction=False)
-        for key in pages[start:start + _BATCH]:
-            pipe.hexists(key, "body")
-        with_body += sum(1 for found in pipe.execute() if found)
-    groups = [*queue(client, keys).groups,
-              Group("seen filter", by_kind.get("seen", 0), "keys (every URL met so far)"),
-              Group("page histories", len(pages), "pages"),
-              Group("stored-body index", with_body,
+def everything(client: Any, layout: CrawlLayout) -> Plan:
+    """What :func:`clear_everything` deletes, with counts."""
+    keys = sum(1 for p in layout.patterns for _ in _scan(client, p))
+    groups = [*queue(client, layout).groups,
+              Group("revisits", _sum(client, layout, "zcard", "due"), "known pages scheduled"),
+              Group("page records", _sum(client, layout, "hlen", "pages"), "pages"),
+              Group("stored-body index", _sum(client, layout, "hlen", "bodies"),
                     "pointers to stored bodies (the bodies on disk stay)"),
-              Group("learned statistics", by_kind.get("learned", 0),
-                    "keys (costs, health, trust, page index, listings)"),
-              Group("cycles", int(client.zcard(keys.prefix + "cycles")),
-                    "cycles (ledgers and freshness: the report's history)")]
-    return Plan(groups, sum(by_kind.values()))
+              Group("seen filter", layout.shards, "slices (every URL met so far)"),
+              Group("cycles", int(client.zcard(layout.key("cycles"))),
+                    "cycles (ledgers and figures: the report's history)")]
+    return Plan(groups, keys)
 
 
-def _unlink(client: redis.Redis, names: Iterable[bytes | str]) -> int:
-    deleted, batch = 0, []
-    for name in names:
-        batch.append(name)
-        if len(batch) >= _BATCH:
-            deleted += int(client.unlink(*batch))
-            batch.clear()
-    if batch:
-        deleted += int(client.unlink(*batch))
+def _unlink(client: Any, names: Iterable[bytes | str]) -> int:
+    deleted = 0
+    for name in names:  # one by one: on a cluster the keys live in many slots
+        deleted += int(client.unlink(name))
     return deleted
 
 
-def clear_queue(client: redis.Redis, keys: CrawlKeys) -> int:
-    """Delete the queue (see the module docstring); returns the number of keys deleted.
-
-    Each queued host's next-allowed time moves from the ready queue to ``next``, where an
-    idle host's time is kept, so a host is not fetched sooner than its delay allows."""
-    times = client.zrange(keys.ready, 0, -1, withscores=True)
-    if times:
-        client.hset(keys.next, mapping={host: repr(at) for host, at in times})
-    return _unlink(client, [*_frontier_keys(client, keys), *_queue_keys(keys)])
+def clear_queue(client: Any, layout: CrawlLayout) -> int:
+    """Delete the queue (see the module docstring); returns the number of keys deleted. The
+    revisits' ready entries are rebuilt by the next pop and push of each host."""
+    names = [getattr(shard, n) for shard in layout.all_shards for n in _QUEUE]
+    return _unlink(client, names)
 
 
-def clear_everything(client: redis.Redis, keys: CrawlKeys) -> int:
+def clear_everything(client: Any, layout: CrawlLayout) -> int:
     """Delete every key of the crawl; returns how many."""
-    return _unlink(client, _scan(client, keys.pattern))
+    return sum(_unlink(client, list(_scan(client, p))) for p in layout.patterns)
+
+
+clear_crawl = clear_everything

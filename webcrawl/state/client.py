@@ -100,3 +100,25 @@ def connect(url: str, *, socket_timeout: float = SOCKET_TIMEOUT_SECONDS, check: 
                 f"Redis at {url} does not answer ({exc}); check WEBCRAWL_REDIS_URL, or unset it "
                 "to use the embedded redis-server") from None
     return client, counter, cluster
+
+
+class Handle:
+    """A client with what started it: the embedded server, if one (one-shot commands)."""
+
+    def __init__(self, client: Any, embedded: Any, url: str, cluster: bool) -> None:
+        self.client = client
+        self.embedded = embedded
+        self.url = url
+        self.cluster = cluster
+
+
+def open_handle(url: str | None, data_dir: Any) -> Handle:
+    """Connect to ``url``, or start (or join) the embedded server under ``data_dir``."""
+    from webcrawl.state.embedded import EmbeddedRedis
+
+    if url:
+        client, _, cluster = connect(url)
+        return Handle(client, None, url, cluster)
+    embedded = EmbeddedRedis(data_dir)
+    client, _, cluster = connect(embedded.start())
+    return Handle(client, embedded, embedded.url, cluster)

@@ -1,30 +1,23 @@
-"""The exclusion list: domains whose owners asked to be left alone, shared by every crawl.
+"""The exclusion list: hosts whose owners asked to be left alone, shared by every crawl on the
+server (``webcrawl:excluded``, a set, with a change counter ``webcrawl:excluded:events``).
 
-Adding a domain takes effect at once in every process: the scheduler's push script refuses it,
-and its pop script drops the domain's queued requests the first time it meets them (see
-``lua/push.lua`` and ``lua/pop.lua``). :func:`exclude` also drops the queued requests of every
-crawl on the server straight away, so ``scrapy crawlstate`` shows them gone.
+Each crawl mirrors the list into every shard (``excluded`` with ``excluded:version``) so its push
+and pop scripts can refuse excluded hosts atomically; a running crawl brings its mirrors up to
+date within a tick of a change (:func:`sync`), dropping the queued work of newly excluded hosts.
+:func:`exclude` also updates every crawl it finds on the server at once, so ``scrapy crawlstate``
+shows their queues dropped.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from webcrawl.state.keys import EXCLUDED, EXCLUDED_EVENTS, GLOBAL_PREFIX
+from webcrawl.state.layout import EXCLUDED, EXCLUDED_EVENTS, GLOBAL_PREFIX, CrawlLayout
 
 if TYPE_CHECKING:
-    import redis
+    from webcrawl.state.queue import CrawlQueue
 
-_DROP = """
-local n = redis.call('ZCARD', KEYS[1])
-redis.call('DEL', KEYS[1])
-redis.call('ZREM', KEYS[2], ARGV[1])
-if n > 0 then
-  redis.call('DECRBY', KEYS[3], n)
-  redis.call('INCRBY', KEYS[4], n)
-end
-return n
-"""
+__all__ = ["exclude", "excluded", "known_crawls", "normalise", "sync", "unexclude", "version"]
 
 
 def normalise(domain: str) -> str:
@@ -34,26 +27,52 @@ def normalise(domain: str) -> str:
     return host
 
 
-def exclude(client: redis.Redis, domain: str) -> int:
-    """Put ``domain`` on the list; return how many queued requests were dropped."""
+def version(client: Any) -> int:
+    return int(client.get(EXCLUDED_EVENTS) or 0)
+
+
+def excluded(client: Any) -> list[str]:
+    return sorted(d.decode() if isinstance(d, bytes) else d for d in client.smembers(EXCLUDED))
+
+
+def sync(client: Any, queue: CrawlQueue, seen_version: int) -> tuple[int, int]:
+    """Mirror the list into the crawl's shards if it changed since ``seen_version``; returns the
+    version now mirrored and the queued requests dropped."""
+    current = version(client)
+    if current <= seen_version:
+        return seen_version, 0
+    return current, queue.sync_exclusions(current, excluded(client))
+
+
+def known_crawls(client: Any) -> list[CrawlLayout]:
+    """Every crawl whose state is on this server (from their ``meta`` hashes)."""
+    found = []
+    nodes = client.get_primaries() if hasattr(client, "get_primaries") else [None]
+    for node in nodes:
+        kwargs = {"target_nodes": node} if node is not None else {}
+        for key in client.scan_iter(match=GLOBAL_PREFIX + "{*}:meta", count=1000, **kwargs):
+            name = key.decode()[len(GLOBAL_PREFIX) + 1:-len("}:meta")]
+            shards = int(client.hget(key, "shards") or 1)
+            try:
+                found.append(CrawlLayout(name, shards))
+            except ValueError:
+                continue
+    return found
+
+
+def exclude(client: Any, domain: str, queues: list[CrawlQueue] | None = None) -> int:
+    """Put ``domain`` on the list; returns how many queued requests were dropped in the crawls
+    ``queues`` (every crawl's shards are brought up to date by their own processes otherwise)."""
     host = normalise(domain)
     client.sadd(EXCLUDED, host)
-    client.incr(EXCLUDED_EVENTS)
-    drop = client.register_script(_DROP)
-    dropped = 0
-    for ready in client.scan_iter(match=GLOBAL_PREFIX + "{*}:ready", count=1000):
-        prefix = ready.decode()[: -len("ready")]
-        dropped += int(drop(keys=[f"{prefix}frontier:{host}", ready, prefix + "queued",
-                                  prefix + "excluded:dropped"], args=[host]))
-    return dropped
+    new = int(client.incr(EXCLUDED_EVENTS))
+    return sum(q.sync_exclusions(new, excluded(client)) for q in queues or [])
 
 
-def unexclude(client: redis.Redis, domain: str) -> bool:
+def unexclude(client: Any, domain: str, queues: list[CrawlQueue] | None = None) -> bool:
     host = normalise(domain)
     removed = bool(client.srem(EXCLUDED, host))
-    client.incr(EXCLUDED_EVENTS)
+    new = int(client.incr(EXCLUDED_EVENTS))
+    for q in queues or []:
+        q.sync_exclusions(new, excluded(client))
     return removed
-
-
-def excluded(client: redis.Redis) -> list[str]:
-    return sorted(d.decode() for d in client.smembers(EXCLUDED))

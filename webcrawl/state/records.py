@@ -20,9 +20,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from webcrawl.revisit.history import BIN_BASE_SECONDS, BINS_PER_DOUBLING, NBINS, PageHistory
+import numpy as np
 
-__all__ = ["FIELDS", "KIND_PAGE", "KIND_SITEMAP", "LUA", "SLOTS", "Record", "pack", "unpack"]
+from webcrawl.revisit.history import BIN_BASE_SECONDS, BINS_PER_DOUBLING, NBINS, HistoryTable, PageHistory
+
+__all__ = ["DTYPE", "FIELDS", "KIND_PAGE", "KIND_SITEMAP", "LUA", "SLOTS", "Record", "history_table", "pack", "unpack", "unpack_many"]
 
 SLOTS = 4
 EMPTY_BIN = 255
@@ -138,3 +140,33 @@ def _lua() -> str:
 
 
 LUA = _lua()
+
+
+_NUMPY_LETTERS = {"d": "<f8", "I": "<u4", "B": "u1", "H": "<u2", "8s": "S8"}
+#: The record layout as a numpy structured dtype (packed, little-endian: the same bytes).
+DTYPE = np.dtype([(name, _NUMPY_LETTERS[letter]) for name, letter in FIELDS])
+assert DTYPE.itemsize == SIZE
+
+
+def unpack_many(raws: list[bytes]) -> np.ndarray:
+    """Records as one structured array (``DTYPE``), in order."""
+    if not raws:
+        return np.zeros(0, dtype=DTYPE)
+    return np.frombuffer(b"".join(r[:SIZE] for r in raws), dtype=DTYPE).copy()
+
+
+def history_table(rows: np.ndarray) -> HistoryTable:
+    """The revisit model's statistics table of records (``DTYPE`` rows)."""
+    n = len(rows)
+    table = HistoryTable(n)
+    for name in ("visits", "changes", "exact_changes"):
+        setattr(table, name, rows[name].astype(np.int64))
+    for name in ("seconds", "unchanged_seconds", "exact_seconds"):
+        setattr(table, name, rows[name].astype(float))
+    for i in range(SLOTS):
+        b = rows[f"b{i}"].astype(np.intp)
+        used = b != EMPTY_BIN
+        idx = np.flatnonzero(used)
+        np.add.at(table.changed_counts, (idx, b[used]), rows[f"n{i}"][used].astype(np.int64))
+        np.add.at(table.changed_seconds, (idx, b[used]), rows[f"s{i}"][used].astype(float))
+    return table

@@ -57,12 +57,12 @@ while popped < max and guard < 4 * max + 16 do
     else
       member = host_first(K.due, host)
       if member then
-        local _, due, _, url = due_parts(member)
+        local _, due, letter, url = due_parts(member)
         if due > now then
           member = nil  -- not due yet after all (a stale ready score): rescored below
         else
           redis.call('ZREM', K.due, member)
-          item = url
+          item = letter .. url
           local raw = redis.call('HGET', K.pages, url)
           if raw then
             local r = rec_read(raw)

@@ -1,0 +1,234 @@
+"""One allocation of the crawl's budget rate over its known pages: pure numpy, no Scrapy, no Redis.
+
+Input: every known page's record (:data:`webcrawl.state.records.DTYPE`) and host, the hosts'
+delays, holds and sitemap trust, the budget rate and the site's shares. Output: each page's
+revisit interval (its record's ``iv``; due = last fetch + interval) and what the allocation
+expects to spend on what. The split, per second of budget ``R``:
+
+- discovery: while new URLs wait, at least the site's ``reserve.discovery`` share, more while the
+  backlog is large beside the known pages (the scheduler enforces it; here it is only held back);
+- detectors: sitemaps every ``sitemap_seconds`` (a quarter of that on hosts whose ``lastmod``
+  earned trust), then listing pages and seeds, sharing ``reserve.detectors``;
+- verification: a uniform random sample of known pages made due now, ``reserve.verification``;
+- re-estimation: a floor rate on every known page, ``reserve.reestimation``;
+- pages of hosts whose sitemap dates are trusted are not polled beyond the floor: a newer date
+  makes them due at once (their expected cost is held back too);
+- the rest, times the controller's gain ``g``: water-filling over the other pages with the
+  estimated change rates, values and costs, under each host's capacity (0.9 / delay, less what
+  detectors and discovery take there, less any backoff hold) (:func:`webcrawl.revisit.allocate`).
+
+``g`` corrects what the allocation cannot know (overheads, fetches that cost more than expected,
+triggers): the allocator raises it while budget goes unused and lowers it slowly otherwise.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+from numpy.typing import NDArray
+
+from webcrawl.revisit import (
+    GammaPrior, Objective, effective_data, estimate_rates, fit_group_priors,
+)
+from webcrawl.revisit.allocate import allocate_rates
+from webcrawl.state.records import KIND_SITEMAP, history_table
+
+__all__ = ["AllocInput", "AllocResult", "TIER_VALUES", "plan"]
+
+#: Value of a page by tier (site files: 1 low .. 4 critical): about 3x a step.
+TIER_VALUES = np.array([1.0, 1.0, 3.0, 10.0, 30.0])  # index 0: no tier
+UTILISATION = 0.9
+_CHUNK = 50_000
+Floats = NDArray[np.float64]
+
+
+@dataclass
+class AllocInput:
+    rows: np.ndarray  #: records.DTYPE, one per known page
+    host: NDArray[np.intp]  #: host index per row
+    delay: Floats  #: per host, seconds
+    hold_until: Floats  #: per host, server time before which the host is held back
+    health: Floats  #: per host, cost multiplier >= 1
+    sitemap_trusted: NDArray[np.bool_]  #: per host
+    seed: NDArray[np.bool_]  #: per row: a seed URL
+    now: float
+    budget_rate: float  #: cost per second
+    period: float  #: seconds until the next allocation
+    cycle_seconds: float
+    sitemap_seconds: float
+    shares: dict[str, float]  #: discovery, reestimation, verification, detectors
+    type_tier: dict[int, int]  #: page type id -> tier 1..4
+    listing_types: frozenset[int]
+    prior: GammaPrior
+    default_cost: float
+    backlog: float  #: new URLs waiting
+    gain: float = 1.0
+    objective: Objective = Objective.FRESHNESS
+    seed_rng: int | None = None
+
+
+@dataclass
+class AllocResult:
+    interval: Floats  #: per row, seconds (inf: not scheduled)
+    verify: NDArray[np.intp]  #: rows to make due now
+    rate: Floats  #: estimated change rate per row
+    value: Floats
+    cost: Floats
+    figures: dict[str, float] = field(default_factory=dict)
+
+
+def estimate(rows: np.ndarray, prior: GammaPrior) -> Floats:
+    """Posterior mean change rates, each page type's prior fitted over its pages."""
+    group = rows["type"].astype(np.intp)
+    n = len(rows)
+    ngroups = int(group.max()) + 1 if n else 1
+    rates = np.empty(n)
+    datas = []
+    for start in range(0, n, _CHUNK):
+        datas.append(effective_data(history_table(rows[start:start + _CHUNK])))
+    if not datas:
+        return rates
+    events = np.concatenate([d.events for d in datas])
+    exposure = np.concatenate([d.exposure for d in datas])
+    mle = np.concatenate([d.mle for d in datas])
+    from webcrawl.revisit import EffectiveData
+
+    priors = fit_group_priors(group, EffectiveData(events, exposure, mle), prior, ngroups=ngroups)
+    for i, start in enumerate(range(0, n, _CHUNK)):
+        part = rows[start:start + _CHUNK]
+        g = group[start:start + _CHUNK]
+        rates[start:start + len(part)] = estimate_rates(
+            history_table(part), priors.shape[g], priors.rate[g], datas[i])
+    return rates
+
+
+def plan(a: AllocInput) -> AllocResult:
+    rows, host = a.rows, a.host
+    n, nhosts = len(rows), len(a.delay)
+    R = max(a.budget_rate, 0.0)
+    rate = estimate(rows, a.prior)
+    kind = rows["kind"]
+    types = rows["type"].astype(np.intp)
+    tier = rows["tier"].astype(np.intp)
+    type_tier = np.array([a.type_tier.get(t, 1) for t in range(int(types.max(initial=0)) + 1)])
+    tier = np.where((tier >= 1) & (tier <= 4), tier, type_tier[types] if n else tier)
+    value = TIER_VALUES[np.clip(tier, 0, 4)]
+    own = np.where(rows["billed_n"] > 0, rows["billed"] / np.maximum(rows["billed_n"], 1), np.nan)
+    type_cost = _type_means(types, own, a.default_cost)
+    cost = np.where(np.isfinite(own), own, type_cost[types]) * a.health[host]
+    cost = np.maximum(cost, 1e-9)
+    sitemap = kind == KIND_SITEMAP
+    detector = sitemap | np.isin(types, list(a.listing_types)) | a.seed
+    page = ~sitemap
+    interval = np.full(n, np.inf)
+    figures: dict[str, float] = {"known": float(page.sum()), "sitemaps": float(sitemap.sum())}
+
+    # Hosts: capacity per second, less backoff holds.
+    avail = 1.0 - np.clip((a.hold_until - a.now) / max(a.period, 1e-9), 0.0, 1.0)
+    capacity = UTILISATION / np.maximum(a.delay, 1e-3) * avail
+
+    # Discovery: held back from the revisits while new URLs wait.
+    known = float(page.sum())
+    share_d = 0.0
+    if a.backlog > 0:
+        share_d = max(a.shares["discovery"], min(0.9, a.backlog / (a.backlog + max(known, 1.0))))
+    capacity_left = capacity * (1.0 - share_d)
+
+    # Detectors: sitemaps on their period, then listings and seeds on what is left of the share.
+    det_budget = a.shares["detectors"] * R
+    trusted_row = a.sitemap_trusted[host]
+    sm_interval = np.where(trusted_row, a.sitemap_seconds / 4, a.sitemap_seconds)
+    sm_interval = np.maximum(sm_interval, np.maximum(2 * a.delay[host], 1.0))
+    sm_spend = float((cost[sitemap] / sm_interval[sitemap]).sum())
+    if sm_spend > det_budget > 0:
+        sm_interval = sm_interval * (sm_spend / det_budget)
+        sm_spend = det_budget
+    interval[sitemap] = sm_interval[sitemap]
+    others = detector & ~sitemap
+    rest = max(det_budget - sm_spend, 0.0)
+    if others.any():
+        each = rest / max(float(cost[others].sum()), 1e-12)
+        det_iv = np.clip(1.0 / max(each, 1e-12), np.maximum(2 * a.delay[host], 1.0),
+                         max(a.cycle_seconds / 2, 1.0))
+        interval[others] = det_iv[others]
+    det_rate = np.where(detector, 1.0 / interval, 0.0)
+    det_spend = float((cost * det_rate).sum())
+    capacity_left = np.maximum(capacity_left - np.bincount(host, det_rate, minlength=nhosts), 0.0)
+
+    # Re-estimation floor and the verification sample.
+    polled = page & ~detector
+    floor_rate = 0.0
+    if polled.any() and a.shares["reestimation"] > 0:
+        floor_rate = a.shares["reestimation"] * R / float(cost[polled].sum())
+    floor_spend = floor_rate * float(cost[polled].sum())
+    rng = np.random.default_rng(a.seed_rng)
+    candidates = np.flatnonzero(polled & (rows["last_fetched"] > 0))
+    typical = float(np.median(cost[polled])) if polled.any() else a.default_cost
+    k = int(round(a.shares["verification"] * R * a.period / max(typical, 1e-9)))
+    verify = rng.choice(candidates, size=min(k, len(candidates)), replace=False) if k and len(
+        candidates) else np.zeros(0, dtype=np.intp)
+    ver_spend = a.shares["verification"] * R if len(verify) else 0.0
+
+    # Trusted sitemap dates replace polling: changes arrive as triggers, at most one per period.
+    by_dates = polled & trusted_row
+    t_sm = sm_interval
+    trig_spend = float((cost * -np.expm1(-rate * t_sm) / t_sm)[by_dates].sum())
+
+    # Water-filling over the remaining pages.
+    free = polled & ~by_dates
+    revisit_budget = max(R - share_d * R - det_spend - floor_spend - ver_spend - trig_spend, 0.0)
+    revisit_budget *= a.gain
+    f = np.zeros(n)
+    if free.any() and revisit_budget > 0:
+        rows_free = np.flatnonzero(free)
+        alloc = allocate_rates(rate[rows_free], value[rows_free], cost[rows_free],
+                               host[rows_free], capacity_left, revisit_budget,
+                               objective=a.objective)
+        f[rows_free] = alloc.frequency
+        figures["mu"] = alloc.mu
+        figures["plan:revisit"] = alloc.spend_rate
+    f[polled] = np.maximum(f[polled], floor_rate)
+    with np.errstate(divide="ignore"):
+        interval[polled] = np.where(f[polled] > 0, 1.0 / np.where(f[polled] > 0, f[polled], 1.0),
+                                    np.inf)
+    figures.update({
+        "plan:detectors": det_spend, "plan:floor": floor_spend, "plan:verification": ver_spend,
+        "plan:triggers": trig_spend, "plan:discovery": share_d * R, "discovery_share": share_d,
+        "typical_cost": typical, "budget_rate": R, "gain": a.gain,
+        "visited": float((f[polled] > floor_rate * 1.0001).sum()),
+    })
+    for t in np.unique(types):
+        figures[f"cost:{int(t)}"] = float(type_cost[t])
+    figures.update(_freshness(rows, rate, value, page, a.now, a.backlog))
+    return AllocResult(interval, np.asarray(verify, dtype=np.intp), rate, value, cost, figures)
+
+
+def _type_means(types: NDArray[np.intp], own: Floats, default: float) -> Floats:
+    ngroups = int(types.max(initial=0)) + 1
+    measured = np.isfinite(own)
+    sums = np.bincount(types[measured], own[measured], minlength=ngroups)
+    counts = np.bincount(types[measured], minlength=ngroups)
+    return np.where(counts > 0, sums / np.maximum(counts, 1), default)
+
+
+def _freshness(rows: np.ndarray, rate: Floats, value: Floats, page: NDArray[np.bool_],
+               now: float, backlog: float) -> dict[str, float]:
+    """The model's estimate of the copy's freshness now: each fetched page is fresh with
+    probability exp(-rate * time since its fetch); pages discovered but not fetched count as
+    stale (the backlog at the mean value)."""
+    fetched = page & (rows["last_fetched"] > 0)
+    since = np.maximum(now - rows["last_fetched"], 0.0)
+    fresh = np.where(fetched, np.exp(-rate * since), 0.0)
+    n = float(fetched.sum())
+    out = {"fetched": n}
+    if n == 0:
+        return {**out, "freshness": 0.0, "freshness_value": 0.0}
+    mean_value = float(value[fetched].mean())
+    out["freshness"] = float(fresh[fetched].sum() / (n + backlog))
+    out["freshness_value"] = float((value * fresh)[fetched].sum()
+                                   / (value[fetched].sum() + backlog * mean_value))
+    for t in np.unique(rows["type"][fetched]):
+        mask = fetched & (rows["type"] == t)
+        out[f"freshness:{int(t)}"] = float(fresh[mask].mean())
+    return out
