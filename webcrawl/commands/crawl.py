@@ -45,6 +45,15 @@ logger = logging.getLogger(__name__)
 
 
 class Command(ScrapyCrawlCommand):
+    def long_desc(self) -> str:
+        return (
+            "Run one crawl cycle of a spider: a site file (webcrawl/sites/ and the folders of "
+            "WEBCRAWL_SITES_DIR) or a Python spider. Its settings are checked before anything "
+            "starts: a mistake ends the command with one 'scrapy: error:' line, exit status 2. "
+            "A crawl that ran exits 0, even if it fetched nothing (a warning at the end says "
+            "why); 1 if it could not start."
+        )
+
     def process_options(self, args: list[str], opts: argparse.Namespace) -> None:
         super().process_options(args, opts)
         assert self.settings is not None
