@@ -9,7 +9,8 @@ spend (optimum with per-host caps, uniform; in credits and in full-page bytes), 
 detected change, coverage and politeness.
 
 Run: ``./run bench liveweb [--minutes 10] [--seeds 1,2,3] [--budget 10] [--warmup S]
-[--crawlers both|webcrawl|roundrobin] [--small] [--keep DIR] [--no-doc]``.
+[--crawlers both|webcrawl|roundrobin] [--small] [--webcrawl-source DIR] [--keep DIR]
+[--no-doc]``.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from bench._report import write_section
 from bench.liveweb.crawlers import CRAWLERS, invocation_for, run_crawler
 from bench.liveweb.evaluate import evaluate
 from bench.liveweb.params import ScenarioParams
-from bench.liveweb.process import ServerProcess
+from bench.liveweb.process import REPO, ServerProcess
 from bench.liveweb.report import per_seed_tables, summary_tables
 
 
@@ -40,6 +41,8 @@ def _parse(argv: list[str]) -> argparse.Namespace:
                         "(default: a fifth of the run)")
     parser.add_argument("--crawlers", choices=("both", *CRAWLERS), default="both")
     parser.add_argument("--small", action="store_true", help="the small test scenario (~150 pages)")
+    parser.add_argument("--webcrawl-source", type=lambda p: Path(p).resolve(), default=REPO,
+                        help="run webcrawl from this checkout (default: this repository)")
     parser.add_argument("--keep", help="keep logs and results in this folder")
     parser.add_argument("--no-doc", action="store_true", help="do not write docs/benchmarks.md")
     args = parser.parse_args(argv)
@@ -53,12 +56,13 @@ def _parse(argv: list[str]) -> argparse.Namespace:
 
 
 def run_one(crawler: str, params: ScenarioParams, budget: float, warmup: float | None,
-            folder: Path) -> dict[str, Any]:
+            folder: Path, webcrawl_source: Path = REPO) -> dict[str, Any]:
     """One crawler on a fresh server for the scenario's duration, evaluated."""
     folder.mkdir(parents=True, exist_ok=True)
     with ServerProcess(params, folder) as web:
         until = web.info["origin_mono"] + params.duration
-        invocation = invocation_for(crawler, web.port, params.duration, budget, folder)
+        invocation = invocation_for(crawler, web.port, params.duration, budget, folder,
+                                    webcrawl_source)
         status = run_crawler(invocation, folder / "crawl", until)
     result = evaluate(web.log, warmup=warmup, budget_rate=budget)
     result["crawler"], result["exit_status"] = crawler, status
@@ -81,7 +85,7 @@ def main(argv: list[str] | None = None) -> None:
             started = time.monotonic()
             print(f"seed {seed}: {crawler} for {args.minutes:g} min ...", flush=True)
             result = run_one(crawler, params, args.budget, args.warmup,
-                             root / f"seed{seed}-{crawler}")
+                             root / f"seed{seed}-{crawler}", args.webcrawl_source)
             results[seed][crawler] = result
             w = result["window"]
             print(f"  freshness {w['freshness']:.3f}, credits {w['credits']}, "
