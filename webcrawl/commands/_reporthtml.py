@@ -47,8 +47,8 @@ STYLE = (
     ".lead{color:#555;margin:0 0 1em}.tiles{display:flex;flex-wrap:wrap;gap:.8em;margin:1em 0}"
     ".tile{border:1px solid #ddd;border-radius:6px;padding:.5em .9em;min-width:9em}"
     ".tile b{display:block;font-size:1.5em}.tile span{color:#555}"
-    ".grid{display:grid;grid-template-columns:repeat(auto-fill,minmax(570px,1fr));gap:1em}"
-    ".small{display:grid;grid-template-columns:repeat(auto-fill,minmax(310px,1fr));gap:.6em 1em}"
+    ".grid{display:grid;grid-template-columns:repeat(auto-fill,minmax(min(570px,100%),1fr));gap:1em}"
+    ".small{display:grid;grid-template-columns:repeat(auto-fill,minmax(min(310px,100%),1fr));gap:.6em 1em}"
     "figure{margin:0}figcaption{color:#444;max-width:560px;font-size:13px}"
     ".type h3{margin:.6em 0 .1em;font-size:1.05em}.type p{margin:0;color:#555;font-size:13px}"
     "table{border-collapse:collapse;margin:.6em 0}td,th{border:1px solid #ccc;padding:3px 8px;"
@@ -56,7 +56,7 @@ STYLE = (
     "dl{display:grid;grid-template-columns:max-content 1fr;gap:.2em 1em;font-size:13px}dt{font-weight:bold}"
     "dd{margin:0}svg text{font:11px system-ui,sans-serif;fill:#333}svg .title{font-weight:bold;font-size:13px}"
     "svg .grid{stroke:#e6e6e6}svg text.inside{font-weight:bold}svg .message{font-size:13px;fill:#666}"
-    "svg .axis-name{fill:#777}")
+    "svg .axis-name{fill:#777}svg.chart{max-width:100%;height:auto}")
 
 
 def _outcomes(rows: Sequence[Row | None]) -> list[Series]:
@@ -209,12 +209,18 @@ def page(title: str, scope: str, rows: dict[str, Row], cycles: Sequence[CycleFig
     """The whole page. ``rows`` are the figures by page type over ``scope`` (all cycles or one),
     ``cycles`` every cycle for the charts; ``now`` the total freshness estimated at ``now_at``;
     ``rows_now``: the freshness in ``rows`` is that estimate (not one kept at a cycle's close)."""
-    span = f"{utc(cycles[0].started)} to {utc(cycles[-1].started)} UTC" if cycles else "no cycle yet"
+    if not cycles:
+        span = "no cycle yet"
+    elif len(cycles) == 1:
+        span = f"started {utc(cycles[0].started)} UTC"
+    else:
+        span = (f"cycles {cycles[0].id} to {cycles[-1].id} started {utc(cycles[0].started)} to "
+                f"{utc(cycles[-1].started)} UTC")
     parts = ['<!DOCTYPE html>', '<html xmlns="http://www.w3.org/1999/xhtml" lang="en"><head>'
              '<meta charset="utf-8"/><meta name="viewport" content="width=device-width, initial-scale=1"/>',
              f"<title>{escape(title)}</title><style>{STYLE}</style></head><body>",
              f"<h1>{escape(title)}</h1>",
-             f'<p class="lead">{escape(scope)}; cycles started {escape(span)}. Costs in {escape(unit)}.</p>',
+             f'<p class="lead">{escape(scope)}; {escape(span)}. Costs in {escape(unit)}.</p>',
              _tiles(rows, cycles, unit, rows_now)]
     if cycles:
         parts += ["<h2>Each cycle</h2>", '<div class="grid">', *_cycle_figures(cycles, unit, now, now_at), "</div>",
