@@ -14,9 +14,9 @@ SEEDS = "seeds=http://127.0.0.2:9/"
 
 
 @pytest.mark.parametrize(("args", "expected"), [
-    (["crawl", "deom"], ["no spider named 'deom'", "did you mean 'demo'?", "webcrawl/sites/",
+    (["crawl", "deom"], ["Spider not found: deom", "did you mean 'demo'?", "webcrawl/sites/",
                          "WEBCRAWL_SITES_DIR (not set)"]),
-    (["crawl", "nonexistent"], ["no spider named 'nonexistent'", "scrapy list"]),
+    (["crawl", "nonexistent"], ["Spider not found: nonexistent", "scrapy list"]),
     (["crawl", "demo", "-s", "WEBCRAWL_SITES_DIR=/nope"],
      ["WEBCRAWL_SITES_DIR='/nope'", "'/nope' is not a folder"]),
     (["crawl", "follow", "-a", SEEDS, "-s", "WEBCRAWL_DOMAIN_DELAY_SECONDS=abc"],

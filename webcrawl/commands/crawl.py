@@ -70,7 +70,8 @@ class Command(ScrapyCrawlCommand):
             loader = get_spider_loader(settings)
             spidercls = loader.load(spider_name)
         except KeyError as exc:  # the loader's "no such spider", with its hints
-            fail(str(exc) if isinstance(exc.args[0], str) else f"no spider named {spider_name!r}")
+            fail(str(exc) if exc.args and isinstance(exc.args[0], str)
+                 else f"Spider not found: {spider_name}")
         except Exception as exc:
             message = user_error_message(exc, settings)
             if message is None:
