@@ -17,7 +17,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from bench.liveweb import Scenario, ScenarioParams, ServerProcess, ShopSpec, evaluate, evaluate_entries
+from bench.liveweb import (Scenario, ScenarioParams, ServerProcess, ShopSpec, evaluate_entries,
+                           evaluate_log)
 from bench.liveweb.freshness import fresh_seconds, histories
 from bench.liveweb.oracle import (freshness, marginal, optimal_frequencies, proportional_frequencies,
                                   uniform_frequencies, value_freshness)
@@ -353,6 +354,6 @@ def test_evaluate_reads_a_finished_server_log(tmp_path: Path) -> None:
         sc = Scenario(params)
         page = next(p for p in sc.pages if p.kind == "product" and p.shop == 0 and p.birth == 0)
         assert fetch(server.base_url(0) + page.path)[0] == 200
-    result = evaluate(server.log, warmup=0.0, end=params.duration, cycle=10.0)
+    result = evaluate_log(server.log, warmup=0.0, end=params.duration, cycle=10.0)
     assert result["coverage"]["all"]["fetched"] == 1
     assert 0 < result["window"]["freshness"] < 0.05
