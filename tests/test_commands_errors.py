@@ -4,6 +4,8 @@ traceback; a bug in code keeps its traceback. Every case runs the real command i
 from __future__ import annotations
 
 import os
+import subprocess
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -13,7 +15,7 @@ from tests._cli import REPO, SHOP_SITE, error_lines, scrapy
 SEEDS = "seeds=http://127.0.0.2:9/"
 
 
-@pytest.mark.parametrize(("args", "expected"), [
+CASES: list[tuple[list[str], list[str]]] = [
     (["crawl", "deom"], ["Spider not found: deom", "did you mean 'demo'?", "webcrawl/sites/",
                          "WEBCRAWL_SITES_DIR (not set)"]),
     (["crawl", "nonexistent"], ["Spider not found: nonexistent", "scrapy list"]),
@@ -32,15 +34,28 @@ SEEDS = "seeds=http://127.0.0.2:9/"
                                                    "WEBCRAWL_DATA_DIR"]),
     (["exclude", "not/a/host"], ["'not/a/host' is not a host name"]),
     (["crawlstate", "nosuch"], ["no crawl 'nosuch'", "holds no crawl state"]),
-])
-def test_mistake_before_start_is_one_line(args: list[str], expected: list[str],
-                                          tmp_path: Path) -> None:
-    done = scrapy(args, tmp_path)
+]
+
+
+@pytest.fixture(scope="module")
+def outcomes(tmp_path_factory: pytest.TempPathFactory
+             ) -> dict[int, tuple[Path, subprocess.CompletedProcess[str]]]:
+    """Every case's command, run side by side (each in its own folder): they only start Python."""
+    folders = [tmp_path_factory.mktemp("case") for _ in CASES]
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        done = list(pool.map(lambda i: scrapy(CASES[i][0], folders[i]), range(len(CASES))))
+    return {i: (folders[i], done[i]) for i in range(len(CASES))}
+
+
+@pytest.mark.parametrize("case", range(len(CASES)), ids=[" ".join(c[0][:2]) for c in CASES])
+def test_mistake_before_start_is_one_line(
+        case: int, outcomes: dict[int, tuple[Path, subprocess.CompletedProcess[str]]]) -> None:
+    folder, done = outcomes[case]
     assert done.returncode == 2, done.stderr
     assert done.stderr.count("\n") == 1 and done.stderr.startswith("scrapy: error: "), done.stderr
-    for text in expected:
+    for text in CASES[case][1]:
         assert text in done.stderr
-    assert not (tmp_path / ".webcrawl").exists(), "a failed command started nothing"
+    assert not (folder / ".webcrawl").exists(), "a failed command started nothing"
 
 
 def test_unknown_crawl_names_the_crawls_there(redis_url: str, tmp_path: Path) -> None:

@@ -47,7 +47,7 @@ def test_queue_then_everything(shop: ServerProcess, redis_url: str, tmp_path: Pa
     assert counts(scrapy(["crawlstate", CRAWL, *common], tmp_path).stdout) == before
 
     cleared = scrapy(["crawlstate", CRAWL, "--queue", "--yes", *common], tmp_path)
-    assert cleared.returncode == 0 and "the queue deleted" in cleared.stdout, cleared.stderr
+    assert cleared.returncode == 0 and "the queue cleared" in cleared.stdout, cleared.stderr
 
     asked = scrapy(["crawlstate", CRAWL, "--clear", *common], tmp_path)
     assert asked.returncode == 2, asked.stderr
@@ -58,7 +58,7 @@ def test_queue_then_everything(shop: ServerProcess, redis_url: str, tmp_path: Pa
     assert listed["stored-body index"] > 0 and listed["seen filter"] > 0
 
     cleared = scrapy(["crawlstate", CRAWL, "--clear", "-y", *common], tmp_path)
-    assert cleared.returncode == 0 and "everything the crawl knows deleted" in cleared.stdout
+    assert cleared.returncode == 0 and "everything the crawl knows cleared" in cleared.stdout
     gone = scrapy(["crawlstate", CRAWL, *common], tmp_path)
     assert gone.returncode == 2 and f"no crawl {CRAWL!r}" in gone.stderr
     assert (tmp_path / "data" / CRAWL / "bodies").is_dir()  # the bodies on disk stay

@@ -142,5 +142,5 @@ class Command(ScrapyCommand):
             return False
         deleted = (clearing.clear_everything(client, keys) if everything
                    else clearing.clear_queue(client, keys))
-        print(f"crawl {keys.crawl!r}: {what} deleted ({deleted} keys)")
+        print(f"crawl {keys.crawl!r}: {what} cleared, {deleted} keys deleted")
         return True
