@@ -91,7 +91,7 @@ def test_crawl_with_robots_unreachable_says_so(redis_url: str, tmp_path: Path) -
                    "WEBCRAWL_ALLOWED_PRIVATE_NETWORKS=127.0.0.0/8"], tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     [warning] = closing_warnings(done.stderr)
-    assert "robots.txt unreachable for 1 host, so 1 requests refused" in warning
+    assert "robots.txt unreachable for 1 host, so 1 request refused" in warning
     assert "download errors" not in warning  # the robots.txt fetch is not counted twice
 
 
