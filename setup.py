@@ -2,9 +2,7 @@
 
 The Lua scripts and site files are data inside packages: folders without an ``__init__.py``
 (``webcrawl/state/lua``) are packages too (found as namespace packages), so setuptools ships their
-files without warning that an importable folder was left out. ``package_dir`` names the
-repository root as the package root: an editable install (``./run``) is then a plain ``.pth``
-entry, which setuptools installs without its editable-mode warnings."""
+files without warning that an importable folder was left out."""
 
 from setuptools import find_namespace_packages, setup
 
@@ -15,7 +13,6 @@ setup(
     python_requires=">=3.11",
     packages=find_namespace_packages(include=["webcrawl", "webcrawl.*"],
                                      exclude=["*.__pycache__", "*.__pycache__.*"]),
-    package_dir={"": "."},
     package_data={"": ["*.toml", "*.lua"]},
     include_package_data=True,
     install_requires=[

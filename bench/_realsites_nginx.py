@@ -10,6 +10,8 @@ from the server's side, not from the crawler's own account.
 
 from __future__ import annotations
 
+import os
+import pwd
 import re
 import shutil
 import signal
@@ -23,7 +25,7 @@ from bench._scheduler_redis import cpu_seconds, wait_until
 MIME_TYPES = Path("/etc/nginx/mime.types")
 
 _CONFIG = """\
-worker_processes 1;
+{user}worker_processes 1;
 error_log {folder}/error.log warn;
 pid {folder}/nginx.pid;
 events {{ worker_connections 4096; }}
@@ -150,7 +152,10 @@ class Nginx:
         servers = "".join(_SERVER.format(address=address, port=self.port, root=root,
                                          log=self.log_path(name))
                           for name, (address, root) in self.sites.items())
-        return _CONFIG.format(folder=self.folder, types=types, servers=servers)
+        # Started by root, nginx would run its worker as nobody, who may not read the caller's
+        # folders: the worker stays the caller (it serves loopback only).
+        user = f"user {pwd.getpwuid(os.geteuid()).pw_name};\n" if os.geteuid() == 0 else ""
+        return _CONFIG.format(user=user, folder=self.folder, types=types, servers=servers)
 
     def _listening(self) -> bool:
         for address, _ in self.sites.values():

@@ -20,7 +20,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench._scheduler_crawls import SCRAPY_REDIS, VANILLA, BenchRedis, Child, settings_for, wait_until
+from bench._scheduler_crawls import SCRAPY_REDIS, VANILLA, Redis, settings_for, start, wait_until
 from tests.crawls import gaps_by_host, pages
 from webcrawl.demo.serve import ServerProcess
 
@@ -74,14 +74,14 @@ def judge(site: ServerProcess, offset: int, delay: float, per_process: list[int]
                       min(gaps, default=float("nan")), per_process)
 
 
-def two_processes(contender: str, site: ServerProcess, redis: BenchRedis, delay: float,
+def two_processes(contender: str, site: ServerProcess, redis: Redis, delay: float,
                   folder: Path, tag: str) -> Politeness:
-    redis.flush()
+    redis.server.flush()
     offset = settle(site)
-    settings = settings_for(contender, redis.url, delay, f"polite-{tag}", persist=True)
-    first = Child(settings, seeds_of(site), folder, f"{tag}-a.log")
+    settings = settings_for(contender, redis.url_for(contender), delay, f"polite-{tag}", persist=True)
+    first = start(contender, settings, seeds_of(site), folder, f"{tag}-a.log")
     wait_until(lambda: len(site.read_log()) - offset >= 3, 60)
-    second = Child(settings, seeds_of(site), folder, f"{tag}-b.log")
+    second = start(contender, settings, seeds_of(site), folder, f"{tag}-b.log")
     crawls = [first.wait(300), second.wait(300)]
     settle(site)
     return judge(site, offset, delay,
@@ -97,17 +97,17 @@ class Crash:
     reclaimed: int
 
 
-def crash(contender: str, site: ServerProcess, redis: BenchRedis, delay: float, folder: Path,
+def crash(contender: str, site: ServerProcess, redis: Redis, delay: float, folder: Path,
           tag: str) -> Crash:
     assert contender != VANILLA, "vanilla Scrapy keeps nothing to restart from"
-    redis.flush()
+    redis.server.flush()
     offset = settle(site)
     total = len(reachable_pages(site))
-    settings = settings_for(contender, redis.url, delay, f"crash-{tag}", persist=True,
-                            WEBCRAWL_LEASE_SECONDS=LEASE_SECONDS)
+    settings = settings_for(contender, redis.url_for(contender), delay, f"crash-{tag}", persist=True,
+                            **({"WEBCRAWL_LEASE_SECONDS": LEASE_SECONDS} if contender.startswith("webcrawl") else {}))
     kills, reclaimed = 0, 0
     for step, share in enumerate((1 / 3, 2 / 3, None)):
-        child = Child(settings, seeds_of(site), folder, f"{tag}-{step}.log")
+        child = start(contender, settings, seeds_of(site), folder, f"{tag}-{step}.log")
         if share is not None and wait_until(
             lambda: not child.running() or len(site.read_log()) - offset >= share * total, 120
         ) and child.running():
@@ -119,5 +119,5 @@ def crash(contender: str, site: ServerProcess, redis: BenchRedis, delay: float, 
     settle(site)
     counts = fetched_since(site, offset)
     if contender == SCRAPY_REDIS:
-        redis.flush()  # persist=True keeps its keys
+        redis.server.flush()  # persist=True keeps its keys
     return Crash(len(counts), total, sum(counts.values()), kills, reclaimed)

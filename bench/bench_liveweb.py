@@ -9,7 +9,8 @@ spend (optimum with per-host caps, uniform; in credits and in full-page bytes), 
 detected change, coverage and politeness.
 
 Run: ``./run bench liveweb [--minutes 10] [--seeds 1,2,3] [--budget 10] [--warmup S]
-[--crawlers both|webcrawl|roundrobin] [--small] [--keep DIR] [--no-doc]``.
+[--crawlers both|webcrawl|roundrobin] [--small] [--webcrawl-source DIR] [--keep DIR]
+[--no-doc]``.
 """
 
 from __future__ import annotations
@@ -25,9 +26,10 @@ from typing import Any
 
 from bench._report import write_section
 from bench.liveweb.crawlers import CRAWLERS, invocation_for, run_crawler
-from bench.liveweb.evaluate import evaluate
+from bench.liveweb.evaluate import evaluate_log
 from bench.liveweb.params import ScenarioParams
-from bench.liveweb.process import ServerProcess
+from bench.liveweb.process import REPO, ServerProcess
+from bench.liveweb.scenario import Scenario
 from bench.liveweb.report import per_seed_tables, summary_tables
 
 
@@ -40,6 +42,8 @@ def _parse(argv: list[str]) -> argparse.Namespace:
                         "(default: a fifth of the run)")
     parser.add_argument("--crawlers", choices=("both", *CRAWLERS), default="both")
     parser.add_argument("--small", action="store_true", help="the small test scenario (~150 pages)")
+    parser.add_argument("--webcrawl-source", type=lambda p: Path(p).resolve(), default=REPO,
+                        help="run webcrawl from this checkout (default: this repository)")
     parser.add_argument("--keep", help="keep logs and results in this folder")
     parser.add_argument("--no-doc", action="store_true", help="do not write docs/benchmarks.md")
     args = parser.parse_args(argv)
@@ -53,14 +57,15 @@ def _parse(argv: list[str]) -> argparse.Namespace:
 
 
 def run_one(crawler: str, params: ScenarioParams, budget: float, warmup: float | None,
-            folder: Path) -> dict[str, Any]:
+            folder: Path, webcrawl_source: Path = REPO) -> dict[str, Any]:
     """One crawler on a fresh server for the scenario's duration, evaluated."""
     folder.mkdir(parents=True, exist_ok=True)
     with ServerProcess(params, folder) as web:
         until = web.info["origin_mono"] + params.duration
-        invocation = invocation_for(crawler, web.port, params.duration, budget, folder)
+        invocation = invocation_for(crawler, web.port, params.duration, budget, folder,
+                                    webcrawl_source)
         status = run_crawler(invocation, folder / "crawl", until)
-    result = evaluate(web.log, warmup=warmup, budget_rate=budget)
+    result = evaluate_log(web.log, warmup=warmup, budget_rate=budget)
     result["crawler"], result["exit_status"] = crawler, status
     (folder / "result.json").write_text(json.dumps(result, indent=1))
     return result
@@ -81,7 +86,7 @@ def main(argv: list[str] | None = None) -> None:
             started = time.monotonic()
             print(f"seed {seed}: {crawler} for {args.minutes:g} min ...", flush=True)
             result = run_one(crawler, params, args.budget, args.warmup,
-                             root / f"seed{seed}-{crawler}")
+                             root / f"seed{seed}-{crawler}", args.webcrawl_source)
             results[seed][crawler] = result
             w = result["window"]
             print(f"  freshness {w['freshness']:.3f}, credits {w['credits']}, "
@@ -91,19 +96,46 @@ def main(argv: list[str] | None = None) -> None:
     if not args.keep:
         shutil.rmtree(root, ignore_errors=True)
     if not args.no_doc:
-        command = "./run bench liveweb " + " ".join(argv or [])
+        command = "./run bench liveweb " + " ".join(_documented(argv or []))
         write_section("liveweb", "Live freshness against a changing test web", command.strip(),
                       _preamble(args, crawlers) + body)
 
 
+def _documented(argv: list[str]) -> list[str]:
+    """The options that shape the figures (where runs were kept does not)."""
+    out, skip = [], False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg == "--keep":
+            skip = True
+        elif not arg.startswith("--keep="):
+            out.append(arg)
+    return out
+
+
 def _preamble(args: argparse.Namespace, crawlers: list[str]) -> str:
     p = (ScenarioParams.small if args.small else ScenarioParams)(minutes=args.minutes)
-    pages = sum(s.products for s in p.shops)
+    pages = len(Scenario(p).pages)
     warmup = args.warmup if args.warmup is not None else 0.2 * p.duration
-    return (f"{len(p.shops)} shops, {pages} products; {args.minutes:g}-minute runs at "
+    return (f"{len(p.shops)} shops, {pages} pages; {args.minutes:g}-minute runs at "
             f"{args.budget:g} credits/s, seeds {args.seeds}; scored after a {warmup:g} s "
             f"warm-up; crawlers: {', '.join(crawlers)}. Shared 2-core machine: figures are "
-            "indicative, ratios matter. Test web and scoring: bench/liveweb/__init__.py.\n\n")
+            "indicative, ratios matter. Test web and scoring: bench/liveweb/__init__.py."
+            + ("" if args.webcrawl_source == REPO else
+               f" webcrawl was run from another checkout ({args.webcrawl_source}).")
+            + "\n\n" + LEGEND + "\n\n")
+
+
+LEGEND = """Columns: *freshness* value-weighted, time-averaged over the scored window; \
+*/ optimum, credits* and */ uniform, credits* that freshness over the true-rate optimum (per-host \
+caps) and the uniform allocation at the run's own page-credit rate; */ optimum, bytes* over the \
+full-page optimum at its page-byte rate; *credits* all answered requests in the window; \
+*spend / budget* their rate over the budget rate; *credits / change* credits per detected change \
+(and its ratio to the round-robin crawler's); *coverage*, *sitemap-only*, *born* the share of \
+pages existing at least 60 s before the end that were fetched; *short gaps* request gaps under \
+a host's delay (its Crawl-delay after robots.txt); *early in 429* requests sooner than \
+Retry-After after a 429 inside the throttle window."""
 
 
 if __name__ == "__main__":

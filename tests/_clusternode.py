@@ -1,11 +1,13 @@
-"""One redis-server process of the test Redis Cluster (see :mod:`tests.rediscluster`)."""
+"""One redis-server process of the test Redis Cluster (see :mod:`tests.rediscluster`), and the
+port and polling helpers that starting it needs."""
 
 from __future__ import annotations
 
 import signal
+import socket
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 
 import redis
@@ -13,6 +15,8 @@ import redis
 from webcrawl.state.embedded import redis_server_binary
 
 SlotRow = tuple[int, int, int, tuple[int, ...]]
+BUS_PORT_OFFSET = 10000  # Redis 6.2 always puts a node's cluster bus on its port + 10000
+POLL_SECONDS = 0.02
 
 
 class ClusterNodeProcess:
@@ -63,13 +67,13 @@ class ClusterNodeProcess:
             stderr=subprocess.DEVNULL,
         )
 
-    def wait_until_up(self, deadline: float, another_port: Callable[[set[int]], int]) -> None:
+    def wait_until_up(self, deadline: float, avoid: Collection[int]) -> None:
         """Wait until the server answers PING. If it exited (its port was taken meanwhile by
-        someone else), start it again on ``another_port(ports to avoid)``."""
-        tried = {self.port}
+        someone else), start it again on a free port pair not in ``avoid``."""
+        tried = {self.port, *avoid}
         while True:
             if self.process is not None and self.process.poll() is not None:
-                self.spawn(another_port(tried))
+                self.spawn(free_port_pair(tried))
                 tried.add(self.port)
                 self._client = None
             try:
@@ -79,7 +83,7 @@ class ClusterNodeProcess:
                 pass
             if time.monotonic() > deadline:
                 raise TimeoutError(f"redis-server on port {self.port} did not start")
-            time.sleep(0.01)
+            time.sleep(POLL_SECONDS)
 
     def client(self) -> redis.Redis:
         """A plain (non-cluster) client of this node alone, reused."""
@@ -128,3 +132,35 @@ def cluster_slots_of(client: redis.Redis) -> tuple[SlotRow, ...]:
         rows.append((int(start), int(end), int(master[1]),
                      tuple(sorted(int(replica[1]) for replica in replicas))))
     return tuple(sorted(rows))
+
+
+def free_port_pair(avoid: Collection[int]) -> int:
+    """A port P, free now together with P + 10000 (its cluster bus), such that neither P nor its
+    bus is a port or a bus port of ``avoid``."""
+    busy = {port + shift for port in avoid for shift in (0, BUS_PORT_OFFSET)}
+    for _ in range(200):
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = int(probe.getsockname()[1])
+        if {port, port + BUS_PORT_OFFSET} & busy or port + BUS_PORT_OFFSET > 65535:
+            continue
+        with socket.socket() as bus:
+            try:
+                bus.bind(("127.0.0.1", port + BUS_PORT_OFFSET))
+            except OSError:
+                continue
+        return port
+    raise RuntimeError("no free port pair (P, P + 10000) on 127.0.0.1")
+
+
+def wait_for(deadline: float, condition: Callable[[], bool], what: str) -> None:
+    """Poll ``condition`` until it holds; a node refusing a connection counts as not yet."""
+    while True:
+        try:
+            if condition():
+                return
+        except redis.RedisError:
+            pass
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out waiting for {what}")
+        time.sleep(POLL_SECONDS)

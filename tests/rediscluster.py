@@ -16,10 +16,8 @@ from __future__ import annotations
 
 import shutil
 import signal
-import socket
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,12 +25,12 @@ import redis
 import redis.cluster
 from redis.connection import parse_url
 
-from tests._clusternode import ClusterNodeProcess, SlotRow, cluster_slots_of
+from tests._clusternode import (
+    ClusterNodeProcess, SlotRow, cluster_slots_of, free_port_pair, wait_for,
+)
 
 HASH_SLOTS = 16384
-BUS_PORT_OFFSET = 10000  # Redis 6.2 always puts a node's cluster bus on its port + 10000
 ADDSLOTS_CHUNK = 2000  # Redis 6.2 has no ADDSLOTSRANGE: slots go over in chunks of this many
-POLL_SECONDS = 0.02
 FORM_TIMEOUT_SECONDS = 30.0
 
 
@@ -73,15 +71,13 @@ class LocalRedisCluster:
         try:
             self.root = Path(tempfile.mkdtemp(prefix="webcrawl-rediscluster-"))
             total = self.master_count * (1 + self.replicas_per_master)
-            taken: set[int] = set()
             for index in range(total):
                 node = ClusterNodeProcess(self.root / f"node{index}", self.node_timeout_ms)
-                node.spawn(_free_port_pair(taken))
-                taken.add(node.port)
+                node.spawn(free_port_pair(self._ports()))
                 self.nodes.append(node)
             # Started together, the nodes' 2 s "writable delay" after boot runs concurrently.
             for node in self.nodes:
-                node.wait_until_up(deadline, lambda t: _free_port_pair(t | set(self._ports())))
+                node.wait_until_up(deadline, self._ports())
             self._form(deadline)
         except Exception as exc:
             tails = "\n".join(node.describe() for node in self.nodes)
@@ -108,11 +104,11 @@ class LocalRedisCluster:
         replicas = self.nodes[self.master_count:]
         for index, replica in enumerate(replicas):
             master = masters[index % self.master_count]
-            _wait(deadline, lambda: master.node_id in replica.known_node_ids(),
+            wait_for(deadline, lambda: master.node_id in replica.known_node_ids(),
                   f"replica {replica.port} to learn master {master.port}")
             replica.client().execute_command("CLUSTER REPLICATE", master.node_id)
             replica.master_port = master.port
-        _wait(deadline, self._converged, "every node to agree on an ok cluster")
+        wait_for(deadline, self._converged, "every node to agree on an ok cluster")
 
     def _converged(self) -> bool:
         """Every live node: state ok, knows every node, same CLUSTER SLOTS answer, which covers
@@ -151,8 +147,8 @@ class LocalRedisCluster:
     def urls(self) -> list[str]:
         return [node.url for node in self.nodes if node.alive]
 
-    def _ports(self) -> list[int]:
-        return [node.port for node in self.nodes]
+    def _ports(self) -> set[int]:
+        return {node.port for node in self.nodes}
 
     def _by_port(self) -> dict[int, ClusterNodeProcess]:
         return {node.port: node for node in self.nodes}
@@ -188,7 +184,7 @@ class LocalRedisCluster:
     def flush(self, timeout: float = 10.0) -> None:
         """FLUSHALL and SCRIPT FLUSH on every master (replicas follow), once the cluster is
         healthy: a test that left it broken makes the next one fail here, saying so."""
-        _wait(time.monotonic() + timeout, self._converged, "the cluster to be ok before a test")
+        wait_for(time.monotonic() + timeout, self._converged, "the cluster to be ok before a test")
         for master in self.masters():
             client = master.client()
             client.flushall()
@@ -214,7 +210,7 @@ class LocalRedisCluster:
             owners = {port for start, end, port, _ in self.slot_map() if (start, end) in ranges}
             return len(owners) == 1 and owners <= heirs and self._converged()
 
-        _wait(time.monotonic() + timeout, promoted, f"a replica to replace {old_master!r}")
+        wait_for(time.monotonic() + timeout, promoted, f"a replica to replace {old_master!r}")
         (heir,) = {port for start, end, port, _ in self.slot_map() if (start, end) in ranges}
         return self._by_port()[heir]
 
@@ -233,33 +229,3 @@ def _even_slot_ranges(count: int) -> list[range]:
     """16384 slots in ``count`` contiguous ranges whose sizes differ by at most one."""
     bounds = [index * HASH_SLOTS // count for index in range(count + 1)]
     return [range(bounds[i], bounds[i + 1]) for i in range(count)]
-
-
-def _free_port_pair(taken: set[int]) -> int:
-    """A port P, not in ``taken``, with P and P + 10000 (its cluster bus) both free now."""
-    for _ in range(200):
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            port = probe.getsockname()[1]
-        if port in taken or port + BUS_PORT_OFFSET in taken or port + BUS_PORT_OFFSET > 65535:
-            continue
-        with socket.socket() as bus:
-            try:
-                bus.bind(("127.0.0.1", port + BUS_PORT_OFFSET))
-            except OSError:
-                continue
-        return port
-    raise RuntimeError("no free port pair (P, P + 10000) on 127.0.0.1")
-
-
-def _wait(deadline: float, condition: Callable[[], bool], what: str) -> None:
-    """Poll ``condition`` until it holds; a node refusing a connection counts as not yet."""
-    while True:
-        try:
-            if condition():
-                return
-        except redis.RedisError:
-            pass
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out waiting for {what}")
-        time.sleep(POLL_SECONDS)

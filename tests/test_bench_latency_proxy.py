@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 import redis
 
-from bench._latency_proxy import LatencyProxy, ProxyProcess, measure_added_rtt
+from bench._latency_proxy import LatencyProxy
+from bench._latency_proxy_process import ProxyProcess, measure_added_rtt
 from bench._scheduler_redis import BenchRedis
 
 DELAY = 0.0005

@@ -1,5 +1,6 @@
 """``python -m webcrawl.demo`` as a user runs it: a real child process serving the shop and running
-``scrapy crawl demo`` with the embedded Redis in a temporary data folder."""
+``scrapy crawl demo`` with the embedded Redis in a temporary data folder, twice, so that the second
+run resumes the crawl; every cycle's files are kept and numbered as the report numbers them."""
 
 from __future__ import annotations
 
@@ -9,9 +10,11 @@ import re
 import subprocess
 import sys
 import time
+from datetime import datetime
 from pathlib import Path
 
 from tests.crawls import REPO
+from webcrawl.state.embedded import EmbeddedRedis
 
 PRODUCTS = 200  # the shop's default catalog
 
@@ -20,6 +23,7 @@ def run_demo(cwd: Path, data: Path, *args: str) -> tuple[str, float]:
     env = dict(os.environ, WEBCRAWL_DATA_DIR=str(data),
                PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     env.pop("SCRAPY_SETTINGS_MODULE", None)  # the runner must set it itself
+    env.pop("WEBCRAWL_REDIS_URL", None)
     started = time.monotonic()
     done = subprocess.run([sys.executable, "-m", "webcrawl.demo", *args], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=180)
@@ -29,46 +33,77 @@ def run_demo(cwd: Path, data: Path, *args: str) -> tuple[str, float]:
 
 def row(output: str, page_type: str) -> list[int]:
     """The numbers of a page type's row in the printed table."""
-    match = re.search(rf"^{page_type}\s+([\d ]+)$", output, re.M)
+    match = re.search(rf"^{re.escape(page_type)}\s+([\d ]+)$", output, re.M)
     assert match, output
     return [int(n) for n in match.group(1).split()]
 
 
-def test_demo_crawls_the_shop_then_resumes(tmp_path: Path) -> None:
+def kept_cycle(folder: Path) -> tuple[dict, list[dict], datetime, datetime]:
+    """A cycle folder's stats, feed lines and real start and finish times."""
+    stats = json.loads((folder / "stats.json").read_text())
+    changes = [json.loads(line) for line in (folder / "changes.jsonl").read_text().splitlines()]
+    start, finish = (datetime.fromisoformat(stats[k]) for k in ("start_time", "finish_time"))
+    assert start.tzinfo is not None and start < finish, stats
+    assert "Dumping Scrapy stats" in (folder / "crawl.log").read_text()
+    return stats, changes, start, finish
+
+
+def test_help_speaks_of_the_product() -> None:
+    done = subprocess.run([sys.executable, "-m", "webcrawl.demo", "--help"], capture_output=True,
+                          text=True, timeout=60, env=dict(os.environ, PYTHONPATH=str(REPO)))
+    assert done.returncode == 0, done.stderr
+    text = done.stdout
+    assert "cycles/N/" in text and "--fresh" in text
+    for leak in ("issue", ":func:", ":class:", ":mod:", "``", "so later"):
+        assert leak not in text, f"{leak!r} in --help:\n{text}"
+
+
+def test_demo_keeps_every_cycle_and_numbers_them_as_the_report(tmp_path: Path) -> None:
     data = tmp_path / "data"
     first, seconds = run_demo(tmp_path, data, "--fresh", "--port", "0", "--cycles", "1")
     assert seconds < 120, f"the demo took {seconds:.0f} s"
-    assert "crawl finished (finished)" in first, first
+    assert re.search(r"^cycle 1 \(\d\d:\d\d:\d\d-\d\d:\d\d:\d\d UTC\): crawl finished \(finished\)",
+                     first, re.M), first
     pages, records, *_, listed = row(first, "product")
     assert pages == records == PRODUCTS and listed == 0
     assert row(first, "category")[-1] == PRODUCTS  # every product listed once
+    assert row(first, "(no type)")[0] > 0
     assert "robots.txt      4 fetched" in first and "sitemaps        4 read" in first
     for odd in ("binary 1", "encoding/broken 1", "truncated 1"):
         assert odd in first, first
 
     folder = data / "demo"
-    stats = json.loads((folder / "stats.json").read_text())
+    stats, changes, _, finished = kept_cycle(folder / "cycles" / "1")
     assert stats["finish_reason"] == "finished"
     assert stats["webcrawl/parse/page_type/product"] == PRODUCTS
-    changes = [json.loads(line) for line in (folder / "changes.jsonl").read_text().splitlines()]
     assert sum(c["page_type"] == "product" for c in changes) == PRODUCTS
     assert all("body" not in c and c["record"] for c in changes if c["page_type"] == "product")
     assert (data / "appendonly.aof").exists(), "the embedded Redis keeps its data in the data dir"
     assert not (tmp_path / ".webcrawl").exists(), "WEBCRAWL_DATA_DIR was not respected"
+    assert not EmbeddedRedis(data)._alive(), "the demo left its redis-server running"
 
     # Same port, same crawl state, the shop's clock going on: two budgeted revisit cycles, each
     # within its budget, that find changed records, then the report over all cycles.
     port = re.search(r"port (\d+)", first)
     assert port, first
-    second, _ = run_demo(tmp_path, data, "--port", port.group(1), "--cycles", "2",
-                         "--budget", "40")
-    cycles = re.findall(r"^cycle (\d+): (\w+) in [\d.]+ s, (\d+) requests", second, re.M)
-    assert [c[0] for c in cycles] == ["1", "2"], second
+    second, _ = run_demo(tmp_path, data, "--port", port.group(1), "--cycles", "2", "--budget", "40")
+    cycles = re.findall(r"^cycle (\d+) \([^)]*\): (\w+) in [\d.]+ s, (\d+) requests", second, re.M)
+    assert [c[0] for c in cycles] == ["2", "3"], second
     assert all(int(requests) <= 40 + 8 for _, _, requests in cycles), second  # + what was in flight
-    assert "no pages parsed: every URL is known" not in second
     report = second.split("webcrawl report", 1)[1]
-    for budget, spent in re.findall(r"^\d+\s+\S+ \S+\s+([\d,]+)\s+([\d,]+)\s", report, re.M):
+    reported = re.findall(r"^(\d+)\s+\S+ \S+\s+([\d,]+)\s+([\d,]+)\s", report, re.M)
+    assert [r[0] for r in reported] == ["1", "2", "3"], report
+    for _, budget, spent in reported:
         assert int(spent.replace(",", "")) <= int(budget.replace(",", "")), report
     product = re.search(r"^product\s+(\d+)\s+(\d+)\s+(\d+)", report, re.M)
     assert product and int(product.group(3)) > 0, f"no change found: {report}"
     assert (folder / "report.html").read_text().startswith("<!DOCTYPE html>")
+
+    # Every cycle's feed, stats and log are kept; the top feed holds them all, in order.
+    kept = [kept_cycle(folder / "cycles" / str(n)) for n in (1, 2, 3)]
+    assert sorted(p.name for p in (folder / "cycles").iterdir()) == ["1", "2", "3"]
+    assert finished <= kept[1][2] < kept[1][3] <= kept[2][2]
+    every = [json.loads(line) for line in (folder / "changes.jsonl").read_text().splitlines()]
+    assert every == [c for k in kept for c in k[1]]
+    assert sum(1 for c in kept[1][1] + kept[2][1] if c["change"] == "changed") > 0
+    assert not EmbeddedRedis(data)._alive(), "the demo left its redis-server running"

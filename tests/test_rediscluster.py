@@ -1,8 +1,8 @@
 """The test Redis Cluster (tests/rediscluster.py), and what redis-py 8.1's RedisCluster does there.
 
 Findings about ``redis.cluster.RedisCluster`` (redis-py 8.1.0) against this Redis 6.2.14 cluster,
-found by experiment and by reading the client; the tests below pin the ones the crawl state
-builds on.
+found by experiment unless marked "(code)" (read in redis-py, not provoked here) or "(Redis 7
+docs)" (not testable with this server); the tests below pin the ones the crawl state builds on.
 
 Connecting, and telling a cluster from a single server
     ``RedisCluster.from_url("redis://host:port")`` needs one reachable node: it reads CLUSTER
@@ -13,7 +13,10 @@ Connecting, and telling a cluster from a single server
     cluster node, 0 elsewhere (CLUSTER INFO would raise ResponseError on a plain server). A plain
     client on a cluster node only reaches that node's slots; other keys raise MovedError.
     redis-py 8 speaks RESP3 by default (HELLO 3, then CLIENT SETINFO twice: four commands per new
-    connection); ``protocol=2`` opts out.
+    connection); ``protocol=2`` opts out. ``close()`` of a client made by ``from_url`` leaves the
+    node connections open until garbage collection (its node pools are not auto-closed; a
+    ResourceWarning, an error in this suite): build it from host and port instead
+    (:func:`tests.rediscluster.cluster_client`).
 
 Pipelines
     ``pipeline()`` is NOT transactional by default (``transaction=None``; a plain client's
@@ -34,13 +37,18 @@ Lua scripts
     every master (SCRIPT LOAD goes to all primaries) and retries: the first call costs five round
     trips, later ones one. Declare every key a script touches, under one hash tag: Redis 6.2
     lets a script touch an undeclared key only on the node owning it ("Lua script attempted to
-    access a non local key in a cluster node"), Redis 7 refuses any other slot. Script objects
+    access a non local key in a cluster node"), Redis 7 refuses any other slot (Redis 7 docs).
+    Script objects
     cannot run on a ClusterPipeline ("Calling pipelined function evalsha is blocked");
     ``pipe.execute_command("EVALSHA", sha, n, *keys, *args)`` works and is routed by its keys,
-    but each queued EVALSHA first costs a COMMAND GETKEYS round trip to the default node, and a
-    missing script comes back as NoScriptError per command (no reload): load scripts up front
-    with ``client.script_load(text)`` (all masters) and reload-and-retry on NoScriptError. Redis
-    6.2 replicates SCRIPT LOAD, so a promoted replica has the scripts; Redis 7 does not.
+    but each queued EVALSHA first costs a COMMAND GETKEYS round trip to the default node (30
+    queued: 30 extra reads there), because the pipeline asks the server for the keys of commands
+    with movable keys; a policy resolver that names evalsha DEFAULT_KEYED avoids it, but
+    ``pipeline()`` does not hand the client's ``policy_resolver`` on (only the private
+    ``pipe._policy_resolver`` takes it). A missing script comes back as NoScriptError per
+    command (no reload): load scripts up front with ``client.script_load(text)`` (all masters)
+    and reload-and-retry on NoScriptError. Redis 6.2 replicates SCRIPT LOAD, so a promoted
+    replica has the scripts; Redis 7 does not (Redis 7 docs).
     WAIT goes to the client's default node, not to the node that took the write: to wait for a
     replica, write and WAIT on one connection of the owning node (a plain client of that node).
 
@@ -48,11 +56,12 @@ Retries, redirections, failover
     ``retry=Retry(backoff, retries)`` sets the retry count (default 10);
     ``cluster_error_retry_attempts`` is deprecated (a DeprecationWarning, an error in this suite)
     and ignored when ``retry`` is given. Only the count is used: ordinary commands and pipelines
-    retry at once, without backoff (transactions do use it). Retried, by exact type:
+    retry at once, without backoff (transactions do use it; code). Retried, by exact type:
     ConnectionError, TimeoutError, ClusterDownError, SlotNotCoveredError; before each retry the
     client re-reads CLUSTER SLOTS from another node (ClusterDownError: after a 0.25 s sleep).
     MOVED (slot table patched; fully re-read every ``reinitialize_steps``, 5, MOVEDs), ASK (sent
-    again after ASKING) and TRYAGAIN are followed up to 16 times and never reach the caller.
+    again after ASKING) and TRYAGAIN (code) are followed up to 16 times and never reach the
+    caller.
     A master killed (SIGKILL; node timeout 2000 ms; one replica each): commands on its slots
     raise ``redis.exceptions.ConnectionError`` ("Connection refused") after about 40 ms (the ten
     immediate retries re-read a slot table that still names the dead master) for 3.3 to 3.8 s,
@@ -87,12 +96,13 @@ from tests.rediscluster import HASH_SLOTS, LocalRedisCluster, cluster_client
 SET_TWO = "redis.call('SET', KEYS[1], ARGV[1]) redis.call('SET', KEYS[2], ARGV[1]) return 2"
 
 
-def keys_on_every_master(cluster: LocalRedisCluster, per_master: int) -> dict[int, list[str]]:
-    """``per_master`` keys owned by each master, by master port."""
-    found: dict[int, list[str]] = {node.port: [] for node in cluster.masters()}
+def keys_on_every_master(cluster: LocalRedisCluster, per_master: int
+                         ) -> dict[ClusterNodeProcess, list[str]]:
+    """``per_master`` keys owned by each master."""
+    found: dict[ClusterNodeProcess, list[str]] = {node: [] for node in cluster.masters()}
     for index in itertools.count():
         key = f"page:{index}"
-        owned = found[cluster.master_for_key(key).port]
+        owned = found[cluster.master_for_key(key)]
         if len(owned) < per_master:
             owned.append(key)
         if all(len(keys) == per_master for keys in found.values()):
@@ -116,8 +126,8 @@ def test_cluster_forms_and_keys_land_on_every_master(
         assert [client.get(key) for key in keys] == [f"body of {key}".encode() for key in keys]
         # Each key is stored on the master that the slot map names, and nowhere else.
         for node in redis_cluster.masters():
-            stored = {key.decode() for key in node.client().keys("*")}
-            assert stored == {key for key in keys if redis_cluster.master_for_key(key) is node}
+            stored = set(node.client().keys("*"))
+            assert stored == {k.encode() for k in keys if redis_cluster.master_for_key(k) is node}
     finally:
         client.close()
 
@@ -178,9 +188,9 @@ def test_killed_master_fails_over_and_keeps_acknowledged_writes(
     cluster = redis_cluster_with_replicas
     assert len(cluster.masters()) == 3 and len(cluster.replicas()) == 3
     owned = keys_on_every_master(cluster, 10)
-    for port, keys in owned.items():
+    for master, keys in owned.items():
         # Write and WAIT on one connection of the owning master: WAIT counts that client's writes.
-        pipe = cluster._by_port()[port].client().pipeline(transaction=False)
+        pipe = master.client().pipeline(transaction=False)
         for key in keys:
             pipe.set(key, f"v:{key}")
         pipe.execute_command("WAIT", 1, 0)
@@ -188,15 +198,15 @@ def test_killed_master_fails_over_and_keeps_acknowledged_writes(
     victim = cluster.masters()[0]
     heirs = {n.port for n in cluster.replicas() if n.master_port == victim.port}
     with cluster.client() as client, cluster.client(retry=Retry(NoBackoff(), 0)) as probe:
-        assert probe.get(owned[victim.port][0]) == f"v:{owned[victim.port][0]}".encode()
+        assert probe.get(owned[victim][0]) == f"v:{owned[victim][0]}".encode()
         cluster.kill(victim)
         # No replica can take over before the node timeout: the dead master's slots fail now.
         with pytest.raises(redis.ConnectionError):
-            probe.set(owned[victim.port][0], "lost")
+            probe.set(owned[victim][0], "lost")
         heir = cluster.wait_failover(victim)
         assert heir.port in heirs and heir in cluster.masters() and victim not in cluster.masters()
         # The same client finds the promoted replica by itself; every acknowledged write is there.
         for keys in owned.values():
             assert client.mget_nonatomic(keys) == [f"v:{key}".encode() for key in keys]
-        assert all(cluster.master_for_key(key) is heir for key in owned[victim.port])
-        assert client.set(owned[victim.port][0], "after")
+        assert all(cluster.master_for_key(key) is heir for key in owned[victim])
+        assert client.set(owned[victim][0], "after")

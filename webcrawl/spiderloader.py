@@ -60,7 +60,7 @@ class SiteLoadError(SiteConfigError, UsageError):
 
 class UnknownSpiderError(KeyError):
     """No spider of that name. A ``KeyError`` (Scrapy's loader protocol), printed as its message
-    alone: ``no spider named 'x' (did you mean 'y'?); site files are looked for in ...``."""
+    alone: ``Spider not found: x (did you mean 'y'?); site files are looked for in ...``."""
 
     def __init__(self, name: str, known: builtins.list[str], sites_dir: object) -> None:
         close = difflib.get_close_matches(name, known, n=3, cutoff=0.6)
@@ -68,7 +68,8 @@ class UnknownSpiderError(KeyError):
         where = (f"WEBCRAWL_SITES_DIR={sites_dir!r}" if sites_dir
                  else "WEBCRAWL_SITES_DIR (not set)")
         listing = "'scrapy list' shows every name"
-        super().__init__(f"no spider named {name!r}{guess}; site files are looked for in the "
+        # Scrapy's own wording first ("Spider not found: x"), for whoever matches on it.
+        super().__init__(f"Spider not found: {name}{guess}; site files are looked for in the "
                          f"bundled webcrawl/sites/ folder and in {where}; {listing}")
         self.name, self.suggestions = name, close
 

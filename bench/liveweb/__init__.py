@@ -30,6 +30,14 @@ and the whole run is reported too. Costs: a credit per answered request (status 
 with per-host caps, uniform and proportional, at the run's own spend rate on pages, in credits
 and in full-page bytes.
 
+Python API (an end-to-end test of a crawler reuses it)::
+
+    params = ScenarioParams.small(seed=1, minutes=2)     # the same four shops, ~150 pages
+    with ServerProcess(params, folder) as web:            # python -m bench.liveweb.server
+        run_crawler(webcrawl_invocation(web.port, params.duration, 10.0, folder / "data"),
+                    folder / "crawl", until_monotonic=web.info["origin_mono"] + params.duration)
+    report = evaluate_log(web.log, budget_rate=10.0)      # a dict; markdown(report) for a table
+
 Parts: ``params`` / ``scenario`` (the truth), ``site`` / ``pages`` / ``server`` (serving it),
 ``process`` (start and stop it from Python), ``evaluate`` (the score), ``roundrobin/`` (the naive
 baseline crawler), ``crawlers`` (how each crawler is invoked), ``sites/liveweb.toml`` (the test
@@ -38,11 +46,22 @@ web as a webcrawl site file). Nothing here imports webcrawl.
 
 from __future__ import annotations
 
-from bench.liveweb.evaluate import evaluate, evaluate_entries, markdown
-from bench.liveweb.params import DEFAULT_SHOPS, TIER_VALUES, ScenarioParams, ShopSpec
-from bench.liveweb.process import ServerProcess, read_header, read_log
-from bench.liveweb.scenario import Page, Record, Scenario
+import importlib
+from typing import Any
 
-__all__ = ["DEFAULT_SHOPS", "Page", "Record", "Scenario", "ScenarioParams", "ServerProcess",
-           "ShopSpec", "TIER_VALUES", "evaluate", "evaluate_entries", "markdown", "read_header",
-           "read_log"]
+# Loaded on first use, so ``python -m bench.liveweb.server`` does not import itself twice.
+_EXPORTS = {
+    "DEFAULT_SHOPS": "params", "ScenarioParams": "params", "ShopSpec": "params",
+    "TIER_VALUES": "params", "Page": "scenario", "Record": "scenario", "Scenario": "scenario",
+    "ServerProcess": "process", "read_header": "process", "read_log": "process",
+    "evaluate_log": "evaluate", "evaluate_entries": "evaluate", "markdown": "evaluate",
+    "roundrobin_invocation": "crawlers", "run_crawler": "crawlers",
+    "webcrawl_invocation": "crawlers",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)

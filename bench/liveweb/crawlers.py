@@ -32,22 +32,23 @@ class Invocation:
     env: dict[str, str]
 
 
-def _env(**extra: str) -> dict[str, str]:
-    path = str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")
+def _env(source: Path = REPO, **extra: str) -> dict[str, str]:
+    path = str(source) + os.pathsep + os.environ.get("PYTHONPATH", "")
     return dict(os.environ, PYTHONPATH=path, **extra)
 
 
 def webcrawl_invocation(port: int, seconds: float, budget_rate: float, data_dir: Path,
-                        cycle_seconds: float = 60.0) -> Invocation:
+                        cycle_seconds: float = 60.0, source: Path = REPO) -> Invocation:
     """``scrapy crawl liveweb`` with the project's settings, continuous 60-second cycles whose
     budget is ``budget_rate`` credits per second, stopping after ``seconds``; its Redis and
-    stored bodies in ``data_dir``. Update here when the continuous-mode options change."""
+    stored bodies in ``data_dir``; webcrawl imported from ``source`` (a checkout; default this
+    one). Update here when the continuous-mode options change."""
     argv = [sys.executable, "-m", "scrapy", "crawl", "liveweb",
             "-s", "WEBCRAWL_CYCLE_CONTINUOUS=True",
             "-s", f"WEBCRAWL_CYCLE_SECONDS={cycle_seconds:g}",
             "-s", f"WEBCRAWL_BUDGET_PER_CYCLE={budget_rate * cycle_seconds:g}",
             "-s", f"CLOSESPIDER_TIMEOUT={seconds:g}"]
-    return Invocation(argv, _env(SCRAPY_SETTINGS_MODULE="webcrawl.settings",
+    return Invocation(argv, _env(source, SCRAPY_SETTINGS_MODULE="webcrawl.settings",
                                  WEBCRAWL_SITES_DIR=str(SITES_DIR),
                                  WEBCRAWL_DATA_DIR=str(data_dir), LIVEWEB_PORT=str(port)))
 
@@ -72,9 +73,10 @@ def roundrobin_invocation(port: int, seconds: float, budget_rate: float) -> Invo
 
 
 def invocation_for(crawler: str, port: int, seconds: float, budget_rate: float,
-                   folder: Path) -> Invocation:
+                   folder: Path, webcrawl_source: Path = REPO) -> Invocation:
     if crawler == "webcrawl":
-        return webcrawl_invocation(port, seconds, budget_rate, folder / "data")
+        return webcrawl_invocation(port, seconds, budget_rate, folder / "data",
+                                   source=webcrawl_source)
     if crawler == "roundrobin":
         return roundrobin_invocation(port, seconds, budget_rate)
     raise ValueError(f"unknown crawler {crawler!r}, expected one of {CRAWLERS}")

@@ -27,7 +27,7 @@ from bench.liveweb.politeness import politeness
 from bench.liveweb.process import read_header, read_log
 from bench.liveweb.scenario import Scenario
 
-__all__ = ["evaluate", "evaluate_entries", "markdown"]
+__all__ = ["evaluate_entries", "evaluate_log", "markdown"]
 
 PAGE_KINDS = ("hub", "category", "product")
 
@@ -142,7 +142,7 @@ def evaluate_entries(sc: Scenario, entries: list[dict[str, Any]], *, warmup: flo
     }
 
 
-def evaluate(log: str | Path, **options: Any) -> dict[str, Any]:
+def evaluate_log(log: str | Path, **options: Any) -> dict[str, Any]:
     """:func:`evaluate_entries` for a finished log and its header file."""
     header = read_header(log)
     sc = Scenario(ScenarioParams.from_dict(header["params"]))
@@ -193,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print the whole report as JSON")
     args = parser.parse_args(argv)
     try:
-        result = evaluate(args.log, warmup=args.warmup, end=args.end, cycle=args.cycle,
+        result = evaluate_log(args.log, warmup=args.warmup, end=args.end, cycle=args.cycle,
                           budget_rate=args.budget)
     except (OSError, ValueError, KeyError) as exc:
         parser.error(f"cannot evaluate {args.log}: {exc}")

@@ -1,9 +1,10 @@
 """What the crawler held of each page, and for how long it was right, from the server's log alone.
 
-A log entry with a page id and status 200 gives the crawler that version; a 304 confirms the
-version it already holds (an honest host answers 304 only when that version is still live, and
-the copy's version, not the log's word, is what scoring compares). A copy is fresh at ``t`` when
-the version held at ``t`` is the version live at ``t``; before its first fetch a page is stale.
+A GET answered 200 with a page id gives the crawler that version (a HEAD gives it nothing but a
+cost); a 304 confirms the version it already holds (an honest host answers 304 only when that
+version is still live, and the copy's version, not the log's word, is what scoring compares). A
+copy is fresh at ``t`` when the version held at ``t`` is the version live at ``t``; before its
+first fetch a page is stale.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ def histories(entries: Iterable[dict[str, Any]]) -> dict[int, History]:
     """Per page id, its :class:`History` from the log's 200 and 304 answers."""
     fetches = sorted((e["t"], e["page"], e["status"], e["version"]) for e in entries
                      if e.get("page") is not None and e.get("version") is not None
-                     and e["status"] in (200, 304))
+                     and e["status"] in (200, 304) and e.get("method", "GET") != "HEAD")
     out: dict[int, History] = defaultdict(History)
     for t, page, status, version in fetches:
         h = out[page]

@@ -10,7 +10,7 @@ from bench.liveweb.params import ScenarioParams
 
 __all__ = ["METRICS", "per_seed_tables", "shop_labels", "summary_tables"]
 
-Results = dict[int, dict[str, dict[str, Any]]]  # seed -> crawler -> evaluate() result
+Results = dict[int, dict[str, dict[str, Any]]]  # seed -> crawler -> evaluate_log() result
 
 
 def _cov(key: str) -> Callable[[dict[str, Any]], float | None]:

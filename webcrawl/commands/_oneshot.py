@@ -64,7 +64,8 @@ def command_redis(settings: BaseSettings, crawl: str, *, must_exist: bool = Fals
     except RedisUnavailable as exc:
         fail(str(exc))
     except (OSError, RuntimeError) as exc:  # the embedded server could not start
-        fail(f"{where} could not start: {exc}")
+        first = str(exc).splitlines()[0].rstrip(":") if str(exc) else type(exc).__name__
+        fail(f"{where} could not start: {first}", f"see {config.data_dir / 'redis.log'}")
     try:
         yield CommandRedis(handle.client, handle.url, where)
     finally:

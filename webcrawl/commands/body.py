@@ -102,8 +102,8 @@ class Command(ScrapyCommand):
         data_dir = self.settings.get("WEBCRAWL_DATA_DIR") or ".webcrawl"
         try:
             folder = bodies_folder(data_dir, site)
-        except ValueError as exc:
-            fail(str(exc))
+        except ValueError as exc:  # a malformed argument: the usage helps
+            raise UsageError(str(exc), print_help=False) from None
         if not folder.is_dir():
             fail(f"no body store for site {site!r} at {folder}", _stores_hint(Path(data_dir)))
         as_of = parse_time(opts.as_of) if opts.as_of else None

@@ -45,6 +45,15 @@ logger = logging.getLogger(__name__)
 
 
 class Command(ScrapyCrawlCommand):
+    def long_desc(self) -> str:
+        return (
+            "Run one crawl cycle of a spider: a site file (webcrawl/sites/ and the folders of "
+            "WEBCRAWL_SITES_DIR) or a Python spider. Its settings are checked before anything "
+            "starts: a mistake ends the command with one 'scrapy: error:' line, exit status 2. "
+            "A crawl that ran exits 0, even if it fetched nothing (a warning at the end says "
+            "why); 1 if it could not start."
+        )
+
     def process_options(self, args: list[str], opts: argparse.Namespace) -> None:
         super().process_options(args, opts)
         assert self.settings is not None
@@ -61,7 +70,8 @@ class Command(ScrapyCrawlCommand):
             loader = get_spider_loader(settings)
             spidercls = loader.load(spider_name)
         except KeyError as exc:  # the loader's "no such spider", with its hints
-            fail(str(exc) if isinstance(exc.args[0], str) else f"no spider named {spider_name!r}")
+            fail(str(exc) if exc.args and isinstance(exc.args[0], str)
+                 else f"Spider not found: {spider_name}")
         except Exception as exc:
             message = user_error_message(exc, settings)
             if message is None:

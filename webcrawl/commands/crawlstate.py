@@ -1,10 +1,11 @@
 """``scrapy crawlstate <crawl> [--queue | --clear] [--yes]``: what a crawl holds in Redis, or
 clear part or all of it.
 
-Without options it prints the crawl's queue: queued and in-flight requests, hosts, the largest
-frontiers. ``--queue`` deletes the queue only (frontiers, ready hosts, leases, deferred requests);
-``--clear`` deletes everything the crawl knows (the queue, the seen filter, page histories and
-their stored-body pointers, learned statistics, every cycle). Either first lists what it will
+Without options it prints the crawl's state shard by shard: queued and in-flight requests,
+scheduled revisits, known pages, hosts, the largest frontiers. ``--queue`` deletes the queue only
+(frontiers, ready hosts, leases); ``--clear`` deletes everything the crawl knows (the queue, the
+revisits, the seen filter, page records and their stored-body pointers, learned statistics, every
+cycle). Either first lists what it will
 delete, with counts, and asks; ``--yes`` skips the question (needed when stdin is not a
 terminal; declining exits with status 1). Which keys each covers is :mod:`webcrawl.state.clearing`'s business.
 
@@ -35,7 +36,8 @@ if TYPE_CHECKING:
 
 def _report(client: redis.Redis, layout: CrawlLayout, top: int) -> list[str]:
     """The crawl's queues per shard, and the hosts with the most work."""
-    now = float(sum(client.time()[i] / (1, 1e6)[i] for i in (0, 1)))
+    seconds, micros = client.time()
+    now = seconds + micros / 1e6
     lines = [f"crawl {layout.crawl!r} ({layout.shards} shard{'s' if layout.shards != 1 else ''})"]
     totals = {"queued": 0, "revisits": 0, "leased": 0, "pages": 0}
     hosts: list[tuple[int, str, float]] = []
@@ -93,23 +95,23 @@ class Command(ScrapyCommand):
 
     def long_desc(self) -> str:
         return (
-            "Print a crawl's queue in Redis: queued, in-flight and deferred requests, hosts, the "
-            "largest frontiers. --queue deletes the queue only (frontiers, ready hosts, leases, "
-            "deferred requests); the seen filter, page histories and cycles stay. --clear "
-            "deletes everything the crawl knows: the queue, the seen filter, page histories and "
-            "their stored-body pointers (the bodies on disk stay), learned statistics and every "
-            "cycle (the report's history). Both list what they will delete, with counts, and "
-            "ask first; --yes deletes without asking."
+            "Print a crawl's state in Redis, shard by shard: queued and in-flight requests, "
+            "scheduled revisits, known pages, hosts, the largest frontiers. --queue deletes the "
+            "queue only (frontiers, ready hosts, leases); scheduled revisits, the seen filter, "
+            "page records and cycles stay. --clear deletes everything the crawl knows: the "
+            "queue, the revisits, the seen filter, page records and their stored-body pointers "
+            "(the bodies on disk stay), learned statistics and every cycle (the report's "
+            "history). Both list what they will delete, with counts, and ask first; --yes "
+            "deletes without asking."
         )
 
     def add_options(self, parser: argparse.ArgumentParser) -> None:
         super().add_options(parser)
         parser.add_argument("--queue", action="store_true",
-                            help="delete the queue only (frontiers, ready hosts, leases, "
-                                 "deferred requests)")
+                            help="delete the queue only (frontiers, ready hosts, leases)")
         parser.add_argument("--clear", action="store_true",
-                            help="delete everything the crawl knows (queue, seen filter, "
-                                 "histories, cycles)")
+                            help="delete everything the crawl knows (queue, revisits, seen "
+                                 "filter, page records, cycles)")
         parser.add_argument("--yes", "-y", action="store_true",
                             help="delete without asking")
         parser.add_argument("--top", type=int, default=10, help="frontiers to list (default 10)")
@@ -157,5 +159,5 @@ class Command(ScrapyCommand):
             return False
         deleted = (clearing.clear_everything(client, layout) if everything
                    else clearing.clear_queue(client, layout))
-        print(f"crawl {layout.crawl!r}: {what} deleted ({deleted} keys)")
+        print(f"crawl {layout.crawl!r}: {what} cleared, {deleted} keys deleted")
         return True

@@ -1,121 +1,83 @@
-"""``python -m webcrawl.demo``: serve the bundled demo shop, crawl it with ``scrapy crawl demo``,
-print what the crawl fetched.
+"""``python -m webcrawl.demo``: serve the demo shop, crawl it cycle after cycle (one ``scrapy crawl
+demo`` child process each), keep every cycle's files, end with ``scrapy report demo``.
 
-    python -m webcrawl.demo [--fresh] [--port N] [--cycles N] [--budget B] [--time-scale X]
-
-Several short cycles, the shop's changes sped up: the first cycle discovers the shop, the later
-ones spend ``--budget`` requests each where the revisit model expects changes; the run ends with
-``scrapy report demo`` (and its HTML page).
-
-Steps, one function each so later issues can run several cycles and add a report:
-:func:`start_shop` (the shop on 127.0.0.2-5 in a child process), :func:`run_crawl` (``scrapy crawl
-demo`` in a child process with the embedded Redis; its data folder is ``WEBCRAWL_DATA_DIR`` from
-the environment, ``.webcrawl`` in the working directory otherwise), :func:`read_stats` (the stats
-Scrapy dumps at the end of the log, saved as JSON), :func:`summary` (tables by page type).
-
-Files, under ``<data dir>/demo/``: ``changes.jsonl`` (the feed of new and changed records),
-``stats.json``, ``crawl.log``, ``requests.jsonl`` (the shop's request log). ``--fresh`` starts
-the demo crawl over (``WEBCRAWL_RESET=True``); without it a run resumes the crawl state of the
-runs before, so pages already seen are not discovered again.
+The demo holds a connection to the crawl's Redis for the whole run (the embedded server stays up
+between cycles) and reads the ledger after each cycle for its number, the one ``scrapy report``
+shows. A cycle's files go to ``cycles/running/`` while it runs, then to ``cycles/<number>/``.
 """
 
 from __future__ import annotations
 
 import argparse
-import ast
 import json
 import os
-import re
+import shutil
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
-from webcrawl.demo._summary import cycle_line, summary
+from webcrawl.commands._reportdata import ledger_for
+from webcrawl.demo._summary import SITE, CrawlRun, Paths, cycle_line, read_stats, summary
 from webcrawl.demo.serve import ServerProcess, start_server_process
 from webcrawl.items import EXPORTED_FIELDS
+from webcrawl.state.client import RedisUnavailable, open_handle
 
-SITE = "demo"
+if TYPE_CHECKING:
+    from webcrawl.state.ledger import LedgerStore
+
 HOSTS = 4
 DEFAULT_PORT = 8000  # the demo site file's default for ${WEBCRAWL_DEMO_PORT}
 
+DESCRIPTION = """\
+Serve the bundled demo shop on 127.0.0.2-5 and crawl it with `scrapy crawl demo`, one cycle after
+another, then print `scrapy report demo` and write its HTML page.
 
-@dataclass(frozen=True)
-class Paths:
-    """Where one demo run keeps its files."""
+The shop's clock runs --time-scale times faster than real time, so its records change between
+cycles. On a new crawl the first cycle discovers the shop on the site file's budget; every later
+cycle spends --budget requests where the revisit model expects changes. A later run resumes the
+crawl, and the shop's clock, where the last one stopped; --fresh starts both over. Cycles are
+numbered as `scrapy report demo` numbers them.
 
-    data_dir: Path
-
-    @property
-    def folder(self) -> Path:
-        return self.data_dir / SITE
-
-    @property
-    def changes(self) -> Path:
-        return self.folder / "changes.jsonl"
-
-    @property
-    def stats(self) -> Path:
-        return self.folder / "stats.json"
-
-    @property
-    def log(self) -> Path:
-        return self.folder / "crawl.log"
-
-    @property
-    def requests(self) -> Path:
-        return self.folder / "requests.jsonl"
-
-    @property
-    def report(self) -> Path:
-        return self.folder / "report.html"
+Files, under $WEBCRAWL_DATA_DIR/demo/ (default .webcrawl/demo/):
+  changes.jsonl    new and changed records of every cycle, appended cycle after cycle
+  cycles/N/        cycle N: changes.jsonl, stats.json (with start and finish times), crawl.log
+  report.html      the report page over every cycle
+  requests.jsonl   the shop's request log, appended run after run
+--fresh deletes these files along with the crawl's state."""
 
 
-@dataclass(frozen=True)
-class CrawlRun:
-    """A finished ``scrapy crawl demo``: exit status, wall seconds, its stats."""
-
-    returncode: int
-    seconds: float
-    stats: dict[str, Any]
-
-
-def start_shop(paths: Paths, port: int = 0, time_scale: float = 1.0, fresh: bool = False,
-               ) -> ServerProcess:
-    """The demo shop on 127.0.0.2-5 in a child process; its request log starts empty. Its
-    simulated clock continues from earlier runs (``shop-clock.json``) unless ``fresh``, so the
-    records a resumed crawl holds are compared with the shop's later state, not its first one."""
+def start_shop(paths: Paths, port: int = 0, time_scale: float = 1.0) -> ServerProcess:
+    """The demo shop on 127.0.0.2-5 in a child process, logging requests to ``requests.jsonl``.
+    Its simulated clock continues from earlier runs (``shop-clock.json``, same time scale), so
+    the records a resumed crawl holds are compared with the shop's later state."""
     paths.folder.mkdir(parents=True, exist_ok=True)
-    paths.requests.unlink(missing_ok=True)
     clock = paths.folder / "shop-clock.json"
-    kept = {} if fresh or not clock.exists() else json.loads(clock.read_text())
-    if kept.get("time_scale") != time_scale:
-        kept = {}
-    options = {"clock_origin": kept["clock_origin"]} if kept else {}
-    shop = start_server_process("shop", HOSTS, paths.requests, port=port, time_scale=time_scale,
-                                **options)
-    clock.write_text(json.dumps({"clock_origin": shop.ready["clock_origin"],
-                                 "time_scale": time_scale}))
+    kept = json.loads(clock.read_text()) if clock.exists() else {}
+    options = {"clock_origin": kept["clock_origin"]} if kept.get("time_scale") == time_scale else {}
+    shop = start_server_process("shop", HOSTS, paths.requests, port=port, time_scale=time_scale, **options)
+    clock.write_text(json.dumps({"clock_origin": shop.ready["clock_origin"], "time_scale": time_scale}))
     return shop
 
 
+def _settings(redis_url: str | None, paths: Paths) -> dict[str, object]:
+    """Where the crawl state is: the same for the crawl, the report and this process."""
+    return {"WEBCRAWL_DATA_DIR": paths.data_dir, **({"WEBCRAWL_REDIS_URL": redis_url} if redis_url else {})}
+
+
 def crawl_command(port: int, paths: Paths, fresh: bool, budget: float | None = None,
-                  ) -> list[str]:
-    """The ``scrapy crawl demo`` command line of one cycle."""
-    feed = {str(paths.changes): {
-        "format": "jsonlines", "overwrite": True, "fields": EXPORTED_FIELDS,
-        # Listing summaries are change detectors for the crawl, not output.
-        "item_classes": ["webcrawl.items.PageItem"],
-    }}
+                  redis_url: str | None = None) -> list[str]:
+    """The ``scrapy crawl demo`` command line of one cycle: its feed goes to the running cycle's
+    folder and is appended to the demo's ``changes.jsonl``."""
+    feed = {"format": "jsonlines", "fields": EXPORTED_FIELDS,
+            # Listing summaries are change detectors for the crawl, not output.
+            "item_classes": ["webcrawl.items.PageItem"]}
+    feeds = {str(paths.running / "changes.jsonl"): {**feed, "overwrite": True},
+             str(paths.changes): {**feed, "overwrite": False}}
     settings: dict[str, object] = {
-        "WEBCRAWL_DEMO_PORT": port,
-        "WEBCRAWL_DATA_DIR": paths.data_dir,
-        "WEBCRAWL_RESET": fresh,
-        "FEEDS": json.dumps(feed),
-        "LOG_FILE": paths.log,
-        "LOG_FILE_APPEND": False,
+        "WEBCRAWL_DEMO_PORT": port, **_settings(redis_url, paths), "WEBCRAWL_RESET": fresh,
+        "FEEDS": json.dumps(feeds), "LOG_FILE": paths.running / "crawl.log", "LOG_FILE_APPEND": False,
         "LOG_LEVEL": "INFO",
     }
     if budget is not None:
@@ -126,83 +88,94 @@ def crawl_command(port: int, paths: Paths, fresh: bool, budget: float | None = N
     return command
 
 
-def run_crawl(port: int, paths: Paths, fresh: bool = False, timeout: float = 600,
-              budget: float | None = None) -> CrawlRun:
-    """Run one crawl cycle in a child process and read its stats (saved to ``stats.json``)."""
-    env = dict(os.environ)
-    env.setdefault("SCRAPY_SETTINGS_MODULE", "webcrawl.settings")
+def _env() -> dict[str, str]:
+    return {**os.environ, "SCRAPY_SETTINGS_MODULE": os.environ.get("SCRAPY_SETTINGS_MODULE", "webcrawl.settings")}
+
+
+def run_crawl(port: int, paths: Paths, ledger: LedgerStore, fresh: bool = False, timeout: float = 600,
+              budget: float | None = None, redis_url: str | None = None) -> CrawlRun:
+    """Run one crawl cycle in a child process; keep its feed, log and stats (with start and
+    finish times) in ``cycles/<number>/``, the number read from the crawl's ledger."""
+    shutil.rmtree(paths.running, ignore_errors=True)
+    paths.running.mkdir(parents=True)
     started = time.monotonic()
-    done = subprocess.run(crawl_command(port, paths, fresh, budget), env=env, timeout=timeout,
+    done = subprocess.run(crawl_command(port, paths, fresh, budget, redis_url), env=_env(), timeout=timeout,
                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, check=False)
     seconds = time.monotonic() - started
-    stats = read_stats(paths.log)
+    stats = read_stats(paths.running / "crawl.log")
+    (paths.running / "stats.json").write_text(json.dumps(stats, indent=1, sort_keys=True) + "\n")
     if done.returncode != 0 and done.stderr:
         print(done.stderr.strip()[-3000:], file=sys.stderr)
-    paths.stats.write_text(json.dumps(stats, indent=1, sort_keys=True, default=str) + "\n")
-    return CrawlRun(done.returncode, seconds, stats)
+    current = ledger.current()  # one `scrapy crawl` is one cycle: the newest in the ledger
+    cycle = current.id if current is not None else None
+    return CrawlRun(done.returncode, seconds, stats, cycle, paths.keep_running(cycle))
 
 
-def read_stats(log: Path) -> dict[str, Any]:
-    """The stats dict Scrapy dumps at the end of the crawl log (``{}`` if there is none)."""
-    text = log.read_text(errors="replace") if log.exists() else ""
-    match = re.search(r"Dumping Scrapy stats:\n(\{.*?\})\n(?:\d{4}-|$)", text, re.S)
-    if match is None:
-        return {}
-    literal = re.sub(r"datetime\.datetime\([^)]*\)", "None", match.group(1))
-    try:
-        stats = ast.literal_eval(literal)
-    except (SyntaxError, ValueError):
-        return {}
-    return stats if isinstance(stats, dict) else {}
-
-
-def report(paths: Paths) -> str:
+def report(paths: Paths, redis_url: str | None = None) -> str:
     """``scrapy report demo`` over every cycle so far; the HTML page goes to ``report.html``."""
-    env = dict(os.environ)
-    env.setdefault("SCRAPY_SETTINGS_MODULE", "webcrawl.settings")
-    command = [sys.executable, "-m", "scrapy", "report", SITE, "--html", str(paths.report),
-               "-s", f"WEBCRAWL_DATA_DIR={paths.data_dir}"]
-    done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+    command = [sys.executable, "-m", "scrapy", "report", SITE, "--html", str(paths.report)]
+    for key, value in _settings(redis_url, paths).items():
+        command += ["-s", f"{key}={value}"]
+    done = subprocess.run(command, env=_env(), capture_output=True, text=True, check=False)
     return done.stdout.strip() if done.returncode == 0 else f"report failed: {done.stderr[-2000:]}"
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m webcrawl.demo", description=__doc__,
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m webcrawl.demo", description=DESCRIPTION,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--fresh", action="store_true", help="start the demo crawl over")
+    parser.add_argument("--fresh", action="store_true", help="start the demo crawl and its files over")
     parser.add_argument("--port", type=int, default=DEFAULT_PORT,
-                        help=f"the shop's port (default {DEFAULT_PORT}; 0: any free one). Page "
-                             "URLs include it: keep it from run to run to resume the crawl")
-    parser.add_argument("--cycles", type=int, default=3,
-                        help="crawl cycles to run (default 3); on a new crawl the first one "
-                             "discovers the shop on the site file's budget")
-    parser.add_argument("--budget", type=float, default=60,
-                        help="requests each revisit cycle may spend (default 60)")
+                        help=f"the shop's port (default {DEFAULT_PORT}; 0: any free one). Page URLs "
+                             "include it: keep it from run to run to resume the crawl")
+    parser.add_argument("--cycles", type=int, default=3, help="crawl cycles to run (default 3)")
+    parser.add_argument("--budget", type=float, default=60, help="requests each revisit cycle may spend (default 60)")
     parser.add_argument("--time-scale", type=float, default=3600.0,
-                        help="the shop's simulated time runs this many times faster (default "
+                        help="the shop's clock runs this many times faster than real time (default "
                              "3600: a real second is an hour, so records change between cycles)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
     args = parser.parse_args(argv)
     if args.cycles < 1:
         parser.error("--cycles must be at least 1")
     paths = Paths(Path(os.environ.get("WEBCRAWL_DATA_DIR") or ".webcrawl").resolve())
-    # A crawl the demo has not run yet starts with a discovery cycle on the site file's budget.
-    discover = args.fresh or not paths.stats.exists()
-    runs: list[CrawlRun] = []
-    with start_shop(paths, args.port, args.time_scale, args.fresh) as shop:
-        print(f"demo shop on {', '.join(shop.hosts)} port {shop.port} "
-              f"(time x{args.time_scale:g}); {args.cycles} cycle(s) of `scrapy crawl {SITE}`, "
-              f"data in {paths.data_dir}{' (fresh)' if args.fresh else ''}", flush=True)
-        for cycle in range(args.cycles):
-            first = discover and cycle == 0
-            run = run_crawl(shop.port, paths, args.fresh and cycle == 0,
-                            budget=None if first else args.budget)
-            runs.append(run)
-            print(summary(run, paths) if first else cycle_line(cycle + 1, run), flush=True)
-            if run.returncode != 0:
-                return 1
-    print("\n" + report(paths))
-    print(f"\nreport page {paths.report}")
-    return 0
+    if args.fresh:
+        paths.clear()
+    redis_url = os.environ.get("WEBCRAWL_REDIS_URL") or None
+    try:
+        handle = open_handle(redis_url, paths.data_dir)
+    except (RedisUnavailable, RuntimeError) as exc:
+        parser.exit(2, f"{parser.prog}: error: {exc}\n")
+    try:
+        ledger = ledger_for(handle.client, SITE)
+        # A crawl with no cycle yet starts with a discovery cycle on the site file's budget.
+        discover = args.fresh or not ledger.cycle_ids()
+        try:
+            shop = start_shop(paths, args.port, args.time_scale)
+        except RuntimeError as exc:  # the child's last line says why (a port in use, mostly)
+            reason = str(exc).strip().splitlines()[-1]
+            parser.exit(2, f"{parser.prog}: error: the demo shop did not start on port {args.port}: "
+                           f"{reason}; --port 0 picks a free port\n")
+        with shop:
+            print(f"demo shop on {', '.join(shop.hosts)} port {shop.port} (time x{args.time_scale:g}); "
+                  f"{args.cycles} cycle(s) of `scrapy crawl {SITE}`, data in {paths.data_dir}"
+                  f"{' (fresh)' if args.fresh else ''}", flush=True)
+            for n in range(args.cycles):
+                first = discover and n == 0
+                run = run_crawl(shop.port, paths, ledger, args.fresh and n == 0,
+                                budget=None if first else args.budget, redis_url=redis_url)
+                print(summary(run, paths) if first else cycle_line(run), flush=True)
+                if run.returncode != 0:
+                    return 1
+        print("\n" + report(paths, redis_url))
+        print(f"\nreport page {paths.report}")
+        return 0
+    finally:  # the embedded server stops here unless another process still uses it
+        if handle.embedded is not None:
+            handle.embedded.release(handle.client)
+        handle.client.close()
 
 
 if __name__ == "__main__":

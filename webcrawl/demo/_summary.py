@@ -1,13 +1,115 @@
-"""What one demo crawl fetched, as text: totals, a table by page type, refusals, filters, odd
+"""The demo's files and what its crawls fetched: where a run keeps each cycle's files, the stats
+read back from a crawl's log, and as text: totals, a table by page type, refusals, filters, odd
 pages, and a one-line digest per later cycle."""
 
 from __future__ import annotations
 
+import ast
+import re
+import shutil
+import time
 from collections import defaultdict
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
 
-if TYPE_CHECKING:
-    from webcrawl.demo.__main__ import CrawlRun, Paths
+from webcrawl.commands._reportdata import NO_TYPE
+
+SITE = "demo"
+
+@dataclass(frozen=True)
+class Paths:
+    """Where the demo keeps its files."""
+
+    data_dir: Path
+
+    @property
+    def folder(self) -> Path:
+        return self.data_dir / SITE
+
+    @property
+    def changes(self) -> Path:
+        return self.folder / "changes.jsonl"
+
+    @property
+    def cycles(self) -> Path:
+        return self.folder / "cycles"
+
+    @property
+    def running(self) -> Path:
+        return self.cycles / "running"
+
+    @property
+    def requests(self) -> Path:
+        return self.folder / "requests.jsonl"
+
+    @property
+    def report(self) -> Path:
+        return self.folder / "report.html"
+
+    def keep_running(self, cycle: int | None) -> Path:
+        """Move the running cycle's folder to ``cycles/<cycle>`` (a suffix if a joined cycle
+        already has one) and return it."""
+        name = str(cycle) if cycle is not None else time.strftime("unnumbered-%Y%m%dT%H%M%S", time.gmtime())
+        target, k = self.cycles / name, 1
+        while target.exists():
+            k += 1
+            target = self.cycles / f"{name}-{k}"
+        return self.running.rename(target)
+
+    def clear(self) -> None:
+        """Forget the files of earlier runs (``--fresh``); stored bodies are the crawl's."""
+        shutil.rmtree(self.cycles, ignore_errors=True)
+        for path in (self.changes, self.requests, self.report, self.folder / "shop-clock.json"):
+            path.unlink(missing_ok=True)
+
+
+@dataclass(frozen=True)
+class CrawlRun:
+    """A finished ``scrapy crawl demo``: exit status, wall seconds, stats, its cycle and files."""
+
+    returncode: int
+    seconds: float
+    stats: dict[str, Any]
+    cycle: int | None
+    folder: Path
+
+    @property
+    def changes(self) -> Path:
+        return self.folder / "changes.jsonl"
+
+    @property
+    def stats_file(self) -> Path:
+        return self.folder / "stats.json"
+
+    @property
+    def log(self) -> Path:
+        return self.folder / "crawl.log"
+
+
+_DUMP = re.compile(r"Dumping Scrapy stats:\n(\{.*?\})\n(?:\d{4}-|$)", re.S)
+_DATETIME = re.compile(r"datetime\.datetime\(([\d, ]+)(?:, tzinfo=datetime\.timezone\.utc)?\)")
+
+
+def _iso(match: re.Match[str]) -> str:
+    """A ``datetime.datetime(...)`` of the stats dump as a quoted ISO 8601 UTC time."""
+    p = [int(part) for part in match.group(1).split(",")] + [0] * 7  # repr() drops zero fields
+    return repr(datetime(p[0], p[1], p[2], p[3], p[4], p[5], p[6], tzinfo=timezone.utc).isoformat())
+
+
+def read_stats(log: Path) -> dict[str, Any]:
+    """The stats dict Scrapy dumps at the end of a crawl's log, times (``start_time``,
+    ``finish_time``) as ISO 8601 UTC strings; ``{}`` if the log has no dump."""
+    text = log.read_text(errors="replace") if log.exists() else ""
+    match = _DUMP.search(text)
+    if match is None:
+        return {}
+    try:
+        stats = ast.literal_eval(_DATETIME.sub(_iso, match.group(1)))
+    except (SyntaxError, ValueError):
+        return {}
+    return stats if isinstance(stats, dict) else {}
 
 
 def _family(stats: dict[str, Any], prefix: str) -> dict[str, int]:
@@ -40,7 +142,7 @@ def page_type_rows(stats: dict[str, Any]) -> tuple[list[str], list[list[object]]
     rows: list[list[object]] = []
     for page_type in sorted(pages, key=lambda t: (t == "none", -pages[t], t)):
         records = 0 if page_type == "none" else stats.get(f"webcrawl/spider/items/page/{page_type}", 0)
-        row: list[object] = ["(no type)" if page_type == "none" else page_type, pages[page_type], records]
+        row: list[object] = [NO_TYPE if page_type == "none" else page_type, pages[page_type], records]
         if with_verdicts:
             row += [verdicts[page_type].get(c, 0) for c in ("new", "changed", "unchanged")]
         rows.append([*row, listing.get(page_type, 0)])
@@ -70,32 +172,44 @@ def _facts(s: dict[str, Any]) -> list[tuple[str, str]]:
     ]
 
 
+def _times(stats: dict[str, Any]) -> str:
+    """``13:46:20-13:46:30 UTC`` from the stats' start and finish times."""
+    times = [str(stats.get(k, "")) for k in ("start_time", "finish_time")]
+    return "-".join(t[11:19] for t in times if len(t) >= 19) + " UTC" if all(times) else "times unknown"
+
+
+def _number(run: CrawlRun) -> str:
+    return f"cycle {run.cycle}" if run.cycle is not None else "an unnumbered cycle"
+
+
 def summary(run: CrawlRun, paths: Paths) -> str:
-    """What the crawl fetched: totals, a table by page type, refusals, filters, odd pages, files."""
+    """What a discovery cycle fetched: totals, a table by page type, refusals, filters, odd
+    pages, and where its files are."""
     s = run.stats
     codes = sorted(_family(s, "downloader/response_status_count/").items())
     statuses = ", ".join(f"{code}: {n}" for code, n in codes)
-    lines = [f"crawl finished ({s.get('finish_reason', 'no stats: see the log')}) in {run.seconds:.1f} s: "
-             f"{s.get('downloader/request_count', 0)} requests, responses {statuses or 'none'}", ""]
+    lines = [f"{_number(run)} ({_times(s)}): crawl finished ({s.get('finish_reason', 'no stats: see the log')}) "
+             f"in {run.seconds:.1f} s: {s.get('downloader/request_count', 0)} requests, "
+             f"responses {statuses or 'none'}", ""]
     headers, rows = page_type_rows(s)
     lines += [_table(headers, rows) if rows else
               "no pages parsed: every URL is known to the crawl state (--fresh starts over)", ""]
     facts = _facts(s)
     width = max(len(name) for name, _ in facts)
     lines += [f"{name.ljust(width)}  {text}" for name, text in facts] + [""]
-    changes = sum(1 for _ in paths.changes.open()) if paths.changes.exists() else 0
-    lines += [f"changes  {paths.changes}  ({changes} new or changed records)",
-              f"stats    {paths.stats}", f"log      {paths.log}", f"requests {paths.requests}"]
+    changes = sum(1 for _ in run.changes.open()) if run.changes.exists() else 0
+    lines += [f"changes  {run.changes}  ({changes} new or changed records; all cycles: {paths.changes})",
+              f"stats    {run.stats_file}", f"log      {run.log}", f"requests {paths.requests}"]
     return "\n".join(lines)
 
 
-def cycle_line(number: int, run: CrawlRun) -> str:
-    """One later cycle in a line: what it fetched and what it found."""
+def cycle_line(run: CrawlRun) -> str:
+    """A revisit cycle in a line: what it fetched and what it found."""
     s = run.stats
     verdicts = {c: sum(_family(s, f"webcrawl/records/{c}/").values()) for c in
                 ("new", "changed", "unchanged")}
-    return (f"cycle {number}: {s.get('finish_reason', '?')} in {run.seconds:.1f} s, "
+    return (f"{_number(run)} ({_times(s)}): {s.get('finish_reason', '?')} in {run.seconds:.1f} s, "
             f"{s.get('downloader/request_count', 0)} requests, "
             f"{s.get('downloader/response_status_count/304', 0)} answered 304 Not Modified, "
             f"records: {verdicts['new']} new, {verdicts['changed']} changed, "
-            f"{verdicts['unchanged']} unchanged")
+            f"{verdicts['unchanged']} unchanged; files in {run.folder}")

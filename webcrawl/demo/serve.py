@@ -35,6 +35,22 @@ from webcrawl.demo.static import StaticSite
 SITES: dict[str, type] = {"shop": ShopSite, "generated": GeneratedSite, "static": StaticSite}
 _NOT_OPTIONS = {"self", "seed", "hosts", "prerender"}
 
+# The --help text (the module docstring is for readers of the code).
+_HELP = """\
+Serve a demo site on several loopback addresses (127.0.0.2, 127.0.0.3, ...), one port for all.
+
+Once every host listens, prints one line on stdout:
+  READY {"hosts": [...], "port": N, "site": ..., "pid": ..., ...}
+then serves until stopped (SIGTERM or Ctrl-C).
+
+Sites: shop (a catalog whose records change over time), generated (pages of chosen sizes and
+links), static (a folder of files, e.g. Debian's Python HTML documentation). The options below
+each apply to one site (named in their help); list options take comma-separated integers
+(--lying-validators 2,3).
+"""
+# Defaults that are paths on the machine that wrote the code: described, not printed.
+_PATH_DEFAULTS = {"root": "Debian's Python HTML documentation (python3.11-doc)"}
+
 
 def site_options(name: str) -> dict[str, inspect.Parameter]:
     """The keyword options a site class accepts (besides seed and hosts)."""
@@ -72,19 +88,23 @@ def _add_site_flags(parser: argparse.ArgumentParser) -> None:
             else:
                 convert = _parse_ints if kind.startswith("tuple") else (
                     float if "float" in kind else int if kind == "int" else str)
+                default = _PATH_DEFAULTS.get(key, repr(param.default))
                 parser.add_argument(flag, dest=key, type=convert, default=None,
-                                    help=f"{name} option (default {param.default!r})")
+                                    help=f"{name} option (default {default})")
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m webcrawl.demo.serve", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m webcrawl.demo.serve", description=_HELP,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--site", choices=sorted(SITES), default="shop")
+    parser.add_argument("--site", choices=sorted(SITES), default="shop",
+                        help="the site to serve (default shop)")
     parser.add_argument("--hosts", type=int, default=4, help="number of 127.0.0.x addresses")
-    parser.add_argument("--first-host", default="127.0.0.2")
+    parser.add_argument("--first-host", default="127.0.0.2",
+                        help="the first loopback address (default 127.0.0.2)")
     parser.add_argument("--port", type=int, default=0, help="0: a port free on every host")
     parser.add_argument("--log", help="append the request log here as JSON lines")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=0,
+                        help="the site's random seed: same seed, same site (default 0)")
     _add_site_flags(parser)
     args = vars(parser.parse_args(argv))
     accepted = site_options(args["site"])

@@ -62,6 +62,10 @@ _SSRF_FIX = {
 _REFUSALS = ("IgnoreRequest", "BudgetExhausted")
 
 
+def _n(count: int, word: str) -> str:
+    return f"{count} {word}{'' if count == 1 else 's'}"
+
+
 def _count(stats: Stats, key: str) -> int:
     value = stats.get(key, 0)
     return int(value) if isinstance(value, (int, float)) else 0
@@ -105,16 +109,17 @@ def _robots_reasons(stats: Stats, error_cache_seconds: float) -> list[str]:
     else:
         retry = (f"the answer is kept up to {error_cache_seconds:g} s, "
                  "WEBCRAWL_ROBOTS_ERROR_CACHE_SECONDS; retried then")
-    hosts = f"for {failed} host{'s' if failed != 1 else ''}" if failed else "(an earlier answer)"
+    hosts = f"for {_n(failed, 'host')}" if failed else "(an earlier answer)"
     out = []
     if "robotstxt/forbidden/unreachable" in stats or unreachable:
         if unreachable or failed:
-            out.append(f"robots.txt unreachable {hosts}, so {unreachable} requests refused "
-                       f"({retry})")
+            out.append(f"robots.txt unreachable {hosts}, so {_n(unreachable, 'request')} "
+                       f"refused ({retry})")
         if forbidden - unreachable > 0:
             out.append(f"robots.txt disallowed: {forbidden - unreachable}")
     elif failed:
-        out.append(f"robots.txt unreachable {hosts}, so {forbidden} requests refused ({retry})")
+        out.append(f"robots.txt unreachable {hosts}, so {_n(forbidden, 'request')} refused "
+                   f"({retry})")
     elif forbidden:
         out.append(f"robots.txt refused {forbidden} (disallowed, or robots.txt was unreachable "
                    f"on an earlier run: {retry})")

@@ -1,0 +1,166 @@
+"""Politeness-bound crawls: many hosts at a per-host delay, by one and by two webcrawl processes.
+
+A generated site of 500 hosts x 20 small pages (``bench/_polite_site.py``; hosts on
+127.0.10.1-127.0.11.250), served by one asyncio process that logs every request's arrival
+(``bench/_polite_server.py``), is crawled whole by ``scrapy crawl <site>`` (webcrawl's settings,
+whole stack, a site file with ``min_delay_seconds`` = 1) from one process, then from two processes
+sharing the crawl (same ``WEBCRAWL_CRAWL_NAME``, one redis-server started here, started together).
+The order alternates every round.
+
+Reported per crawl, from the server's log (``bench/_polite_judge.py``): utilisation = achieved
+request rate / (hosts / delay) over the busy period, gaps between two requests to one host under
+the delay (must be 0) and the shortest gap; completeness; and CPU per page of the crawl processes
+(``os.wait4``) and of the redis-server (/proc before and after).
+
+``./run bench polite``. Environment: ``BENCH_POLITE_ROUNDS`` (2), ``BENCH_POLITE_HOSTS`` (500),
+``BENCH_POLITE_PAGES`` (20), ``BENCH_POLITE_DELAY`` (1.0), ``BENCH_POLITE_WRITE`` (1; 0 leaves
+docs/benchmarks.md alone), ``BENCH_POLITE_KEEP`` (0; 1 keeps the crawl logs).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import statistics
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench._polite_judge import Verdict, judge
+from bench._polite_server import ServerProcess
+from bench._polite_site import PoliteSite, hosts_network
+from bench._report import table, write_section
+from bench._scheduler_process import Child, Crawl, project_env, scrapy_command
+from bench._scheduler_redis import BenchRedis, cpu_seconds
+
+SITE = "polite-bench"
+TARGET = 0.95
+
+
+@dataclass
+class Outcome:
+    processes: int
+    verdict: Verdict
+    crawls: list[Crawl]
+    redis_cpu: float
+    server_cpu: float
+
+    def problems(self) -> list[str]:
+        """Exit statuses and the first ERROR line of each process that had any."""
+        found = []
+        for i, c in enumerate(self.crawls):
+            first = next((line for line in c.log.splitlines() if " ERROR: " in line), "")
+            if c.returncode != 0 or first:
+                found.append(f"process {i + 1} of {self.processes}: exit {c.returncode}; "
+                             f"{int(c.stat('log_count/ERROR'))} ERROR lines, first: {first[:300]}")
+        return found
+
+    @property
+    def pages(self) -> int:
+        return max(self.verdict.pages, 1)
+
+    def row(self, round_: int) -> list[object]:
+        v = self.verdict
+        errors = sum(int(c.stat("log_count/ERROR")) for c in self.crawls)
+        return [self.processes, round_ + 1, f"{v.pages} of {v.reachable} ({v.requests} requests)",
+                v.busy, v.rate, v.utilisation, f"{v.short_gaps} of {v.gaps}", v.shortest * 1000,
+                1000 * sum(c.cpu for c in self.crawls) / self.pages, 1000 * self.redis_cpu / self.pages,
+                " / ".join(str(int(c.stat("downloader/response_count"))) for c in self.crawls),
+                " / ".join(str(c.returncode) for c in self.crawls), errors]
+
+
+def crawl(processes: int, site: PoliteSite, server: ServerProcess, redis: BenchRedis, folder: Path,
+          delay: float, tag: str) -> Outcome:
+    redis.flush()
+    offset = len(server.log())
+    redis0, server0 = redis.cpu_seconds(), cpu_seconds(server.pid)
+    settings: dict[str, object] = {
+        "WEBCRAWL_SITES_DIR": folder / "sites", "WEBCRAWL_REDIS_URL": redis.url,
+        "WEBCRAWL_CRAWL_NAME": f"polite-{tag}",
+    }
+    # A data folder each, as on two machines: a body store is written by one process only.
+    children = [Child(scrapy_command(SITE, {**settings, "WEBCRAWL_DATA_DIR": folder / f"data-{tag}-{i}"}),
+                      project_env("webcrawl"), folder / "cwd", f"{tag}-{i}.log")
+                for i in range(processes)]
+    crawls = [child.wait(1800) for child in children]
+    log = server.log()[offset:]
+    verdict = judge(log, len(site.hosts), delay, site.reachable())
+    return Outcome(processes, verdict, crawls, redis.cpu_seconds() - redis0,
+                   cpu_seconds(server.pid) - server0)
+
+
+def main() -> None:
+    rounds = int(os.environ.get("BENCH_POLITE_ROUNDS", "2"))
+    hosts = int(os.environ.get("BENCH_POLITE_HOSTS", "500"))
+    pages = int(os.environ.get("BENCH_POLITE_PAGES", "20"))
+    delay = float(os.environ.get("BENCH_POLITE_DELAY", "1.0"))
+    folder = Path(tempfile.mkdtemp(prefix="bench-polite-"))
+    for sub in ("sites", "cwd"):
+        (folder / sub).mkdir()
+    redis = BenchRedis(folder)
+    outcomes: dict[int, list[Outcome]] = {1: [], 2: []}
+    try:
+        with ServerProcess(hosts, pages, folder / "server.log") as server:
+            site = PoliteSite(hosts, pages)
+            site.bind(server.port, render=False)
+            (folder / "sites" / f"{SITE}.toml").write_text(site.site_file(SITE, delay))
+            for r in range(rounds):
+                for n in ((1, 2) if r % 2 == 0 else (2, 1)):
+                    outcome = crawl(n, site, server, redis, folder, delay, f"r{r}-p{n}")
+                    outcomes[n].append(outcome)
+                    v = outcome.verdict
+                    print(f"round {r + 1}/{rounds}, {n} process(es): utilisation {v.utilisation:.3f}, "
+                          f"{v.short_gaps} gaps < {delay} s (shortest {v.shortest * 1000:.0f} ms), "
+                          f"{v.pages} of {v.reachable} pages in {v.busy:.1f} s, exit "
+                          f"{[c.returncode for c in outcome.crawls]}", flush=True)
+    finally:
+        redis.stop()
+        if os.environ.get("BENCH_POLITE_KEEP", "0") == "1":
+            print(f"crawl logs kept in {folder}")
+        else:
+            shutil.rmtree(folder, ignore_errors=True)
+    body = report(outcomes, hosts, pages, delay, rounds)
+    print(body)
+    if os.environ.get("BENCH_POLITE_WRITE", "1") == "1":
+        write_section("polite", "Politeness-bound crawls: many hosts at a per-host delay",
+                      "./run bench polite", body)
+
+
+def report(outcomes: dict[int, list[Outcome]], hosts: int, pages: int, delay: float,
+           rounds: int) -> str:
+    rows = [o.row(i) for n in outcomes for i, o in enumerate(outcomes[n])]
+    summary = [[n, statistics.median(o.verdict.utilisation for o in os_), f">= {TARGET}",
+                sum(o.verdict.short_gaps for o in os_), "0",
+                statistics.median(1000 * o.redis_cpu / o.pages for o in os_)]
+               for n, os_ in outcomes.items() if os_]
+    problems = [f"- {n} process(es), round {i + 1}: {p}" for n in outcomes
+                for i, o in enumerate(outcomes[n]) for p in o.problems()]
+    server_ms = statistics.median(1000 * o.server_cpu / max(o.verdict.requests, 1)
+                                  for os_ in outcomes.values() for o in os_)
+    return "\n\n".join([
+        f"{hosts} hosts x {pages} pages (2-6 KB; {hosts_network(hosts)}), delay {delay:g} s per "
+        f"host: the bound is {hosts / delay:g} requests/s. {rounds} round(s), 1 and 2 processes "
+        "alternating.",
+        table(["processes", "median utilisation", "target", "gaps < delay, all rounds", "target",
+               "redis-server CPU ms / page"], summary),
+        table(["processes", "round", "pages fetched", "busy s", "requests/s", "utilisation",
+               f"gaps < {delay:g} s", "shortest gap ms", "crawl CPU ms / page",
+               "redis-server CPU ms / page", "responses per process", "exit", "ERROR lines"], rows),
+        *(["Problems:\n" + "\n".join(problems)] if problems else []),
+        "Method. webcrawl: `python -m scrapy crawl polite-bench` with "
+        "`SCRAPY_SETTINGS_MODULE=webcrawl.settings` (the whole default stack) on a site file with "
+        f"every host as a seed, `min_delay_seconds = {delay:g}`, a budget no crawl reaches and the "
+        "hosts' network allowed; `WEBCRAWL_REDIS_URL` on one redis-server started here (unix "
+        "socket, append-only file with fsync every second, as the embedded one), flushed before "
+        "each crawl; two processes share the crawl name, start together and have a data folder "
+        "each (as on two machines: a body store takes one writer). The "
+        "server (one asyncio process, `bench/_polite_server.py`) stamps each request with "
+        "CLOCK_MONOTONIC when its bytes reach the loop; utilisation and gaps come from those "
+        "stamps, robots.txt requests included (`bench/_polite_judge.py`). The server used "
+        f"{server_ms:.3f} ms CPU per request. The machine has 2 cores shared with other "
+        "sessions: figures are provisional.",
+    ])
+
+
+if __name__ == "__main__":
+    main()
