@@ -10,10 +10,10 @@ reached the network gets its charge back. Spending is therefore smooth, never ab
 more than what is in flight, and never refused while tokens and due work exist.
 
 Which work first, when both are ready: queued requests (new URLs: discovery) or due revisits?
-:meth:`SpendController.order` keeps discovery at its share of the recent spend: the site's
-``reserve.discovery`` share, raised while the backlog of new URLs is large beside the known pages
-(a crawl that knows 50 of 1,000 pages spends on finding the rest first). The pop falls back to the
-other kind whenever the preferred one has nothing ready, so no budget waits.
+:meth:`SpendController.order` keeps discovery at its share of the recent spend: the share the
+allocator published (up to 80% while many new URLs wait: a page never fetched is all stale), at
+least the site's ``reserve.discovery``. The pop falls back to the other kind whenever the
+preferred one has nothing ready, so no budget waits.
 
 Without a budget (a spider that is not a site file, or ``WEBCRAWL_BUDGET_ENABLED = False``) the
 wallet is unlimited.
@@ -67,6 +67,7 @@ class SpendController:
         self.typical_cost = default_cost
         self.known = 0.0
         self.backlog = 0.0
+        self.target_share: float | None = None
         self._spent = {"n": 0.0, "d": 0.0}
         self._decayed_at = time.monotonic()
         self._published_at = -math.inf
@@ -112,9 +113,7 @@ class SpendController:
     def order(self) -> str:
         """"nd" (new URLs first) or "dn" (due revisits first): see the module docstring."""
         spent = self._spent["n"] + self._spent["d"]
-        target = self.discovery_share
-        if self.backlog > 0:
-            target = max(target, min(0.9, self.backlog / (self.backlog + max(self.known, 1.0))))
+        target = self.target_share if self.target_share is not None else self.discovery_share
         if spent <= 0:
             return "nd"
         return "nd" if self._spent["n"] / spent < target else "dn"
@@ -167,6 +166,9 @@ class SpendController:
             self.typical_cost = published.get("typical_cost") or self.typical_cost or self.default_cost
             self.known = published.get("known", 0.0)
             self.backlog = published.get("backlog", 0.0)
+            share = published.get("discovery_share")
+            # The allocator's share while new URLs waited; before any allocation, new URLs first.
+            self.target_share = max(share, self.discovery_share) if share is not None else 1.0
         if not self.enabled or self.bucket is None:
             return
         target = max(self.rate * WALLET_SECONDS, 2 * self.typical_cost)

@@ -5,14 +5,19 @@ delays, holds and sitemap trust, the budget rate and the site's shares. Output: 
 revisit interval (its record's ``iv``; due = last fetch + interval) and what the allocation
 expects to spend on what. The split, per second of budget ``R``:
 
-- discovery: while new URLs wait, at least the site's ``reserve.discovery`` share, more while the
-  backlog is large beside the known pages (the scheduler enforces it; here it is only held back);
+- discovery: while new URLs wait, at least the site's ``reserve.discovery`` share, up to 80% while
+  the backlog is large (a page never fetched is all stale: finding it buys more than any
+  revisit); the scheduler spends it, here it is only held back;
 - detectors: sitemaps every ``sitemap_seconds`` (a quarter of that on hosts whose ``lastmod``
-  earned trust), then listing pages and seeds, sharing ``reserve.detectors``;
+  earned trust), then listing pages and seeds, sharing ``reserve.detectors`` (each read at least
+  every two cycles);
 - verification: a uniform random sample of known pages made due now, ``reserve.verification``;
 - re-estimation: a floor rate on every known page, ``reserve.reestimation``;
 - pages of hosts whose sitemap dates are trusted are not polled beyond the floor: a newer date
-  makes them due at once (their expected cost is held back too);
+  makes them due at once;
+- known changes (a trusted date, a listing's summary) make a page due at once only where that
+  is worth its cost (``follow``: never for pages that change too fast to keep fresh), and what
+  following them is expected to cost is held back;
 - the rest, times the controller's gain ``g``: water-filling over the other pages with the
   estimated change rates, values and costs, under each host's capacity (0.9 / delay, less what
   detectors and discovery take there, less any backoff hold) (:func:`webcrawl.revisit.allocate`).
@@ -31,7 +36,7 @@ from numpy.typing import NDArray
 from webcrawl.revisit import (
     GammaPrior, Objective, effective_data, estimate_rates, fit_group_priors,
 )
-from webcrawl.revisit.allocate import allocate_rates
+from webcrawl.revisit.allocate import allocate_rates, expected_freshness
 from webcrawl.state.records import KIND_SITEMAP, history_table
 
 __all__ = ["AllocInput", "AllocResult", "TIER_VALUES", "plan"]
@@ -39,6 +44,14 @@ __all__ = ["AllocInput", "AllocResult", "TIER_VALUES", "plan"]
 #: Value of a page by tier (site files: 1 low .. 4 critical): about 3x a step.
 TIER_VALUES = np.array([1.0, 1.0, 3.0, 10.0, 30.0])  # index 0: no tier
 UTILISATION = 0.9
+#: While new URLs wait, discovery takes up to this share of the budget, enough to fetch the
+#: backlog in about DISCOVERY_SECONDS.
+DISCOVERY_MAX = 0.8
+DISCOVERY_SECONDS = 30.0
+#: Listing pages and seeds are read at least once in this many cycles (new pages appear there).
+DETECTOR_MAX_CYCLES = 2
+#: Share of a page's changes a listing's summary shows (price, stock: not every field).
+LISTED_SHARE = 0.5
 _CHUNK = 50_000
 Floats = NDArray[np.float64]
 
@@ -64,6 +77,7 @@ class AllocInput:
     default_cost: float
     backlog: float  #: new URLs waiting
     gain: float = 1.0
+    trigger_spend: float = 0.0  #: what following known changes cost at the last allocation
     objective: Objective = Objective.FRESHNESS
     seed_rng: int | None = None
 
@@ -75,6 +89,7 @@ class AllocResult:
     rate: Floats  #: estimated change rate per row
     value: Floats
     cost: Floats
+    follow: NDArray[np.bool_]  #: per row: a known change makes the page due at once
     figures: dict[str, float] = field(default_factory=dict)
 
 
@@ -119,23 +134,27 @@ def plan(a: AllocInput) -> AllocResult:
     cost = np.where(np.isfinite(own), own, type_cost[types]) * a.health[host]
     cost = np.maximum(cost, 1e-9)
     sitemap = kind == KIND_SITEMAP
-    detector = sitemap | np.isin(types, list(a.listing_types)) | a.seed
+    listing = np.isin(types, list(a.listing_types)) | a.seed
+    detector = sitemap | listing
     page = ~sitemap
     interval = np.full(n, np.inf)
+    typical = float(np.median(cost[page])) if page.any() else a.default_cost
     figures: dict[str, float] = {"known": float(page.sum()), "sitemaps": float(sitemap.sum())}
 
     # Hosts: capacity per second, less backoff holds.
     avail = 1.0 - np.clip((a.hold_until - a.now) / max(a.period, 1e-9), 0.0, 1.0)
     capacity = UTILISATION / np.maximum(a.delay, 1e-3) * avail
 
-    # Discovery: held back from the revisits while new URLs wait.
-    known = float(page.sum())
+    # Discovery: new URLs first while many wait (a page never fetched is all stale), at least
+    # the site's share while any wait.
     share_d = 0.0
     if a.backlog > 0:
-        share_d = max(a.shares["discovery"], min(0.9, a.backlog / (a.backlog + max(known, 1.0))))
+        wanted = a.backlog * typical / max(R * DISCOVERY_SECONDS, 1e-9)
+        share_d = min(DISCOVERY_MAX, max(a.shares["discovery"], wanted))
     capacity_left = capacity * (1.0 - share_d)
 
-    # Detectors: sitemaps on their period, then listings and seeds on what is left of the share.
+    # Detectors: sitemaps on their period (faster where their dates are trusted), then listing
+    # pages and seeds on what is left of the share, each read at least every few cycles.
     det_budget = a.shares["detectors"] * R
     trusted_row = a.sitemap_trusted[host]
     sm_interval = np.where(trusted_row, a.sitemap_seconds / 4, a.sitemap_seconds)
@@ -145,16 +164,21 @@ def plan(a: AllocInput) -> AllocResult:
         sm_interval = sm_interval * (sm_spend / det_budget)
         sm_spend = det_budget
     interval[sitemap] = sm_interval[sitemap]
-    others = detector & ~sitemap
+    others = listing & page
     rest = max(det_budget - sm_spend, 0.0)
     if others.any():
         each = rest / max(float(cost[others].sum()), 1e-12)
         det_iv = np.clip(1.0 / max(each, 1e-12), np.maximum(2 * a.delay[host], 1.0),
-                         max(a.cycle_seconds / 2, 1.0))
+                         max(DETECTOR_MAX_CYCLES * a.cycle_seconds, 1.0))
         interval[others] = det_iv[others]
     det_rate = np.where(detector, 1.0 / interval, 0.0)
     det_spend = float((cost * det_rate).sum())
     capacity_left = np.maximum(capacity_left - np.bincount(host, det_rate, minlength=nhosts), 0.0)
+    # How long a change waits to be seen by a detector: half a sitemap period on hosts whose
+    # dates are trusted, half the host's listing period elsewhere.
+    host_listing_iv = _host_mean(host, np.where(others, interval, np.nan), nhosts)
+    detect = np.where(trusted_row, sm_interval / 2, host_listing_iv[host] / 2)
+    visible = np.where(trusted_row, 1.0, LISTED_SHARE)
 
     # Re-estimation floor and the verification sample.
     polled = page & ~detector
@@ -164,31 +188,31 @@ def plan(a: AllocInput) -> AllocResult:
     floor_spend = floor_rate * float(cost[polled].sum())
     rng = np.random.default_rng(a.seed_rng)
     candidates = np.flatnonzero(polled & (rows["last_fetched"] > 0))
-    typical = float(np.median(cost[polled])) if polled.any() else a.default_cost
     k = int(round(a.shares["verification"] * R * a.period / max(typical, 1e-9)))
     verify = rng.choice(candidates, size=min(k, len(candidates)), replace=False) if k and len(
         candidates) else np.zeros(0, dtype=np.intp)
     ver_spend = a.shares["verification"] * R if len(verify) else 0.0
 
-    # Trusted sitemap dates replace polling: changes arrive as triggers, at most one per period.
-    by_dates = polled & trusted_row
-    t_sm = sm_interval
-    trig_spend = float((cost * -np.expm1(-rate * t_sm) / t_sm)[by_dates].sum())
-
-    # Water-filling over the remaining pages.
-    free = polled & ~by_dates
-    revisit_budget = max(R - share_d * R - det_spend - floor_spend - ver_spend - trig_spend, 0.0)
-    revisit_budget *= a.gain
+    # Water-filling over the polled pages; hosts with trusted dates are left to their triggers.
+    free = polled & ~trusted_row
     f = np.zeros(n)
-    if free.any() and revisit_budget > 0:
-        rows_free = np.flatnonzero(free)
-        alloc = allocate_rates(rate[rows_free], value[rows_free], cost[rows_free],
-                               host[rows_free], capacity_left, revisit_budget,
-                               objective=a.objective)
-        f[rows_free] = alloc.frequency
-        figures["mu"] = alloc.mu
-        figures["plan:revisit"] = alloc.spend_rate
-    f[polled] = np.maximum(f[polled], floor_rate)
+    follow = np.zeros(n, dtype=bool)
+    trig_spend = float(a.trigger_spend)
+    mu = np.inf
+    for _ in range(2):  # the triggers' spend depends on mu, mu on what the triggers leave
+        revisit_budget = max(R - share_d * R - det_spend - floor_spend - ver_spend - trig_spend, 0.0)
+        revisit_budget *= a.gain
+        f[:] = 0.0
+        if free.any() and revisit_budget > 0:
+            rows_free = np.flatnonzero(free)
+            alloc = allocate_rates(rate[rows_free], value[rows_free], cost[rows_free],
+                                   host[rows_free], capacity_left, revisit_budget,
+                                   objective=a.objective)
+            f[rows_free] = alloc.frequency
+            mu = alloc.mu
+            figures["plan:revisit"] = alloc.spend_rate
+        f[polled] = np.maximum(f[polled], floor_rate)
+        follow, trig_spend = _follow(rate, value, cost, f, detect, visible, mu, polled, a.objective)
     with np.errstate(divide="ignore"):
         interval[polled] = np.where(f[polled] > 0, 1.0 / np.where(f[polled] > 0, f[polled], 1.0),
                                     np.inf)
@@ -196,12 +220,43 @@ def plan(a: AllocInput) -> AllocResult:
         "plan:detectors": det_spend, "plan:floor": floor_spend, "plan:verification": ver_spend,
         "plan:triggers": trig_spend, "plan:discovery": share_d * R, "discovery_share": share_d,
         "typical_cost": typical, "budget_rate": R, "gain": a.gain,
+        "mu": float(mu) if np.isfinite(mu) else -1.0, "follow": float(follow.sum()),
         "visited": float((f[polled] > floor_rate * 1.0001).sum()),
     })
     for t in np.unique(types):
         figures[f"cost:{int(t)}"] = float(type_cost[t])
     figures.update(_freshness(rows, rate, value, page, a.now, a.backlog))
-    return AllocResult(interval, np.asarray(verify, dtype=np.intp), rate, value, cost, figures)
+    return AllocResult(interval, np.asarray(verify, dtype=np.intp), rate, value, cost, follow, figures)
+
+
+def _host_mean(host: NDArray[np.intp], x: Floats, nhosts: int) -> Floats:
+    ok = np.isfinite(x)
+    sums = np.bincount(host[ok], x[ok], minlength=nhosts)
+    counts = np.bincount(host[ok], minlength=nhosts)
+    return np.where(counts > 0, sums / np.maximum(counts, 1), np.inf)
+
+
+def _follow(rate: Floats, value: Floats, cost: Floats, f: Floats, detect: Floats,
+            visible: Floats, mu: float, polled: NDArray[np.bool_],
+            objective: Objective) -> tuple[NDArray[np.bool_], float]:
+    """Which pages a known change should make due at once, and what that is expected to cost.
+
+    Following a page's changes costs ``cost * rate * visible`` per second and keeps it fresh but
+    for the detection delay ``d``: freshness about ``1 / (1 + rate * d)`` instead of its polling
+    freshness. Worth it where that gain in value per cost reaches the budget's multiplier
+    ``mu`` (what the last unit of polling buys): never for pages that change too fast to keep
+    fresh. Under the events objective every change caught counts: follow where ``value / cost``
+    reaches ``mu``."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        polled_fresh = expected_freshness(rate, f)
+        follow_fresh = 1.0 / (1.0 + rate * np.where(np.isfinite(detect), detect, np.inf))
+        if objective is Objective.EVENTS:
+            worth = value / cost
+        else:
+            worth = value * (follow_fresh - polled_fresh) / (cost * rate * visible)
+    follow = polled & np.isfinite(detect) & (rate > 0) & np.nan_to_num(worth >= mu, nan=False)
+    spend = float((cost * rate * visible)[follow].sum())
+    return follow, spend
 
 
 def _type_means(types: NDArray[np.intp], own: Floats, default: float) -> Floats:

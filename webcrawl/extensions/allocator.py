@@ -52,7 +52,7 @@ from webcrawl.extensions._alloc_table import PageTable
 from webcrawl.revisit import Objective
 from webcrawl.runtime import CrawlRuntime
 from webcrawl.state.hosts import DomainHealth
-from webcrawl.state.pagestore import interval_op
+from webcrawl.state.pagestore import interval_op, release_op
 
 if TYPE_CHECKING:
     from typing import Self
@@ -115,6 +115,7 @@ class Allocator:
         self._bucket_mark: tuple[float, float, float] | None = None  # (time, wasted, granted)
         self._started = time.monotonic()
         self._cycles_here = 0
+        self._trigger_spend = 0.0
         self._loop = create_looping_call(self.tick)
         seeds = [runtime.canonical(u) or u for u in site.seeds]
         self.seeds = frozenset(seeds)
@@ -305,6 +306,7 @@ class Allocator:
         if n:
             a = self._input(now, float(queued))
             result = plan(a)
+            self._trigger_spend = result.figures.get("plan:triggers", 0.0)
             self._schedule(result, now)
         self._publish(result, float(queued), n)
         seconds = time.perf_counter() - started
@@ -382,7 +384,8 @@ class Allocator:
             type_tier={types.id(t.name): t.tier for t in site.page_types},
             listing_types=frozenset(types.id(t.name) for t in site.page_types if t.listing is not None),
             prior=self.prior, default_cost=runtime.default_cost(), backlog=backlog,
-            gain=self.gain, objective=Objective(site.objective), seed_rng=self.seed)
+            gain=self.gain, trigger_spend=self._trigger_spend, objective=Objective(site.objective),
+            seed_rng=self.seed)
 
     def _schedule(self, result: Any, now: float) -> None:
         """Write the intervals that moved, and make the verification sample due now."""
@@ -393,21 +396,30 @@ class Allocator:
             new = self._uniform(result)
         old = rows["iv"]
         finite = np.isfinite(new)
+        follow = result.follow
         moved = finite & ((old <= 0) | (np.abs(new - old) > 0.1 * np.maximum(old, 1e-9)))
         gone = ~finite & (old > 0)
+        flipped = follow != (rows["follow"] == 1)
+        # In flight too long (a lease lost to a cleared queue, say): scheduled again.
+        stuck = (rows["due"] == -1) & (rows["last_fetched"] + np.maximum(old, 0)
+                                       + 2 * runtime.config.lease_seconds < now)
         batch = runtime.batch
         changed = 0
-        for row in np.flatnonzero(moved | gone):
+        for row in np.flatnonzero(moved | gone | flipped | stuck):
             url = table.urls[row]
             iv = float(new[row]) if finite[row] else 0.0
-            batch.land(table.hosts[table.host[row]], interval_op(url, iv))
+            host = table.hosts[table.host[row]]
+            if stuck[row]:
+                batch.land(host, release_op(url))
+            batch.land(host, interval_op(url, iv, follow=bool(follow[row])))
             rows["iv"][row] = iv
+            rows["follow"][row] = int(follow[row])
             changed += 1
             if changed % _CHUNK == 0:
                 runtime.flush()
         for row in result.verify:
-            batch.land(table.hosts[table.host[row]], interval_op(table.urls[row], float(rows["iv"][row]),
-                                                                 due_at=now))
+            batch.land(table.hosts[table.host[row]], interval_op(
+                table.urls[row], float(rows["iv"][row]), due_at=now, follow=bool(follow[row])))
         runtime.flush()
         self.stats.inc_value(STATS + "intervals", changed)
         self.stats.inc_value(STATS + "verify", len(result.verify))
@@ -422,8 +434,8 @@ class Allocator:
         window = (iv > 0) & (rows["due"] != -1) & (due > now) & (due <= now + self.cycle_seconds)
         for row in np.flatnonzero(window):
             at = now - (now + self.cycle_seconds - float(due[row])) / 1000.0
-            self.runtime.batch.land(table.hosts[table.host[row]],
-                                    interval_op(table.urls[row], float(iv[row]), due_at=at))
+            self.runtime.batch.land(table.hosts[table.host[row]], interval_op(
+                table.urls[row], float(iv[row]), due_at=at, follow=bool(rows["follow"][row])))
         return int(window.sum())
 
     def _uniform(self, result: Any) -> np.ndarray:

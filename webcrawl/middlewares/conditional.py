@@ -58,6 +58,7 @@ VALIDATOR_HEADERS = (b"If-None-Match", b"If-Modified-Since")
 #: Requests that are never pages of their own (no record, no item): left alone.
 SKIP_PURPOSES = frozenset({"robots", "sitemap"})
 STATS = "webcrawl/conditional/"
+VERIFY_PRIORITY = 25_000  # above every page, below robots.txt (the priority middleware's bands)
 
 
 class NotModified(IgnoreRequest):
@@ -165,7 +166,9 @@ class ConditionalRequestMiddleware:
             meta = {k: v for k, v in request.meta.items() if k != M.VALIDATORS_FOR}
             meta[M.VERIFY_304] = http_date(response.headers.get(b"Date")) or now
             meta[M.WIRE_BYTES_BEFORE] = size
-            return request.replace(headers=headers, meta=meta, dont_filter=True)
+            # First in its host's queue: the check is worth most right after the 304.
+            return request.replace(headers=headers, meta=meta, dont_filter=True,
+                                   priority=VERIFY_PRIORITY)
         billed = request.meta.get(M.BILLED)
         page_type = request.meta.get(M.PAGE_TYPE)
         self.runtime.batch.land(host, observe_op(

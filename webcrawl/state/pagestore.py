@@ -51,8 +51,12 @@ def observe_op(url: str, *, full: bool, time: float, record_hash: str | None = N
                  "" if billed is None else repr(float(billed))]
 
 
-def interval_op(url: str, interval: float, due_at: float | None = None) -> tuple[str, list[Any]]:
-    return "I", [url, repr(float(interval)), "" if due_at is None else repr(float(due_at))]
+def interval_op(url: str, interval: float, due_at: float | None = None,
+                follow: bool = False) -> tuple[str, list[Any]]:
+    """Land operation "I": the page's revisit interval (0: none), a due time if not the last
+    fetch + interval, and whether a known change makes it due at once."""
+    return "I", [url, repr(float(interval)), "" if due_at is None else repr(float(due_at)),
+                 1 if follow else 0]
 
 
 def trigger_op(url: str) -> tuple[str, list[Any]]:

@@ -10,7 +10,9 @@ A record holds the page's sufficient statistics for the change-rate model
 :data:`SLOTS` busiest bins), its schedule (``iv``: the revisit interval the allocator gave it;
 ``due``: when it is due next, 0 when not scheduled), what its own fetches cost (``billed`` over
 ``billed_n`` fetches: observations a listing or sitemap made are not fetches and cost nothing
-here), its latest sitemap date, and the first 8 bytes of its record hash.
+here), its latest sitemap date, whether a known change (a listing's summary, a trusted sitemap date)
+makes it due at once (``follow``: the allocator sets it where a fetch right after a change is
+worth its cost), and the first 8 bytes of its record hash.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ FIELDS: tuple[tuple[str, str], ...] = (
     *((name, letter) for i in range(SLOTS) for name, letter in ((f"b{i}", "B"), (f"n{i}", "I"),
                                                                (f"s{i}", "d"))),
     ("billed", "d"), ("billed_n", "I"), ("last_interval", "d"), ("last_changed", "B"),
-    ("type", "H"), ("tier", "B"), ("kind", "B"), ("lastmod", "d"), ("lastmod_read", "d"),
+    ("type", "H"), ("tier", "B"), ("kind", "B"), ("follow", "B"), ("lastmod", "d"), ("lastmod_read", "d"),
     ("last304", "d"), ("hash", "8s"),
 )
 FORMAT = "<" + "".join(letter for _, letter in FIELDS)
@@ -70,6 +72,7 @@ class Record:
     type: int = 0
     tier: int = 0
     kind: int = KIND_PAGE
+    follow: int = 0  # 1: a known change (listing, trusted sitemap date) makes the page due at once
     lastmod: float = 0.0
     lastmod_read: float = 0.0
     last304: float = 0.0

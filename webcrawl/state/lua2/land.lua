@@ -7,8 +7,9 @@
 --       then ops, each a code and its arguments (below). Returns 4 values per op.
 --   O url host kind(f|n) time hash set_validators etag last_modified type tier pkind(p|s) change_age billed
 --       -> verdict (new|changed|unchanged|none), interval, sitemap trust news, ''
---   T url host             -> '1' when the page is now due at once (a known change)
---   I url host iv due_at   -> '1' when rescheduled (allocator: interval, optional due time)
+--   T url host             -> '1' when the page is now due at once (a known change it follows)
+--   I url host iv due_at follow -> '1' when rescheduled (allocator: interval, optional due time,
+--                            whether known changes make the page due at once)
 --   L url host hash listed_at      -> first|changed|unchanged|seen (listing summary)
 --   M url host lastmod read_at mode -> '1' when the date made the page due (trusted and newer)
 --   A host ok retry_after base max half_life time -> streak, previous streak, hold seconds
@@ -166,17 +167,18 @@ local function trigger(url, host, at)
   local raw = redis.call('HGET', K.pages, url)
   if not raw then return '' end
   local r = rec_read(raw)
-  if r.due == -1 or (r.due > 0 and r.due <= at) then return '' end
+  if r.follow ~= 1 or r.due == -1 or (r.due > 0 and r.due <= at) then return '' end
   reschedule(r, url, host, at)
   redis.call('HSET', K.pages, url, rec_write(r))
   return '1'
 end
 
-local function interval(url, host, iv, due_at)
+local function interval(url, host, iv, due_at, follow)
   local raw = redis.call('HGET', K.pages, url)
   if not raw then return '' end
   local r = rec_read(raw)
   r.iv = iv
+  r.follow = follow
   if r.due ~= -1 then
     local due = due_at
     if not due and iv > 0 then due = r.last_fetched + iv end
@@ -318,8 +320,9 @@ while i <= #ARGV do
     a = trigger(ARGV[i + 1], ARGV[i + 2], now)
     i = i + 3
   elseif code == 'I' then
-    a = interval(ARGV[i + 1], ARGV[i + 2], tonumber(ARGV[i + 3]), opt(ARGV[i + 4]))
-    i = i + 5
+    a = interval(ARGV[i + 1], ARGV[i + 2], tonumber(ARGV[i + 3]), opt(ARGV[i + 4]),
+                 tonumber(ARGV[i + 5]))
+    i = i + 6
   elseif code == 'L' then
     a = listing(ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], tonumber(ARGV[i + 4]))
     i = i + 5
