@@ -41,6 +41,8 @@ class RoundTrips:
 
 def _counting(base: type, counter: RoundTrips) -> type:
     class CountingConnection(base):  # type: ignore[misc, valid-type]
+        counts = True
+
         def send_packed_command(self, command: Any, check_health: bool = True) -> None:
             counter.count += 1
             super().send_packed_command(command, check_health)
@@ -56,6 +58,63 @@ def describe(url: str | None) -> str:
 def _retry() -> Retry:
     # A short retry rides out a blip or a failover; past it the crawl stops (see the scheduler).
     return Retry(ExponentialBackoff(cap=1.0, base=0.05), retries=3)
+
+
+def _cluster_client(url: str, counter: RoundTrips, options: dict[str, Any]) -> Any:
+    """A RedisCluster for ``url`` (any node), built from host and port: the node pools that
+    ``RedisCluster.from_url`` makes are not closed by ``close()``. Its pipelines route EVALSHA
+    by the keys they name, without asking a server for them (see :class:`_Policies`)."""
+    from redis.cluster import RedisCluster
+    from redis.connection import parse_url
+
+    parsed = parse_url(url)
+    if "path" in parsed:
+        raise RedisUnavailable(f"a Redis Cluster is reached over TCP (redis://host:port), not {url}")
+    parsed.pop("db", None)  # a cluster has only database 0, and refuses the keyword
+
+    class CrawlCluster(RedisCluster):  # type: ignore[misc]
+        def pipeline(self, transaction: Any = None, shard_hint: Any = None) -> Any:
+            pipe = super().pipeline(transaction, shard_hint)
+            pipe._policy_resolver = _Policies(pipe._policy_resolver)
+            return pipe
+
+    client = CrawlCluster(**parsed, **options)
+    client.round_trips = counter
+    count_round_trips(client)
+    return client
+
+
+def count_round_trips(client: Any) -> None:
+    """Make every node connection of a cluster client count its round trips (nodes appear when
+    the cluster's topology is read again: call it after that, e.g. once a tick)."""
+    counter = getattr(client, "round_trips", None)
+    manager = getattr(client, "nodes_manager", None)
+    if counter is None or manager is None:
+        return
+    for node in list(manager.nodes_cache.values()):
+        pool = node.redis_connection.connection_pool if node.redis_connection else None
+        if pool is not None and not getattr(pool.connection_class, "counts", False):
+            pool.connection_class = _counting(pool.connection_class, counter)
+
+
+class _Policies:
+    """A cluster pipeline's command policies, with EVALSHA and EVAL known to be keyed: redis-py
+    would otherwise ask a server (COMMAND GETKEYS) for the keys of each script call it queues, a
+    round trip per call, though it reads them off the arguments itself when it routes them."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    def resolve(self, name: str) -> Any:
+        if name in ("evalsha", "eval"):
+            from redis.commands.policies import CommandPolicies, RequestPolicy, ResponsePolicy
+
+            return CommandPolicies(request_policy=RequestPolicy.DEFAULT_KEYED,
+                                   response_policy=ResponsePolicy.DEFAULT_KEYED)
+        return self.inner.resolve(name)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
 
 
 def is_cluster(url: str) -> bool:
@@ -84,10 +143,7 @@ def connect(url: str, *, socket_timeout: float = SOCKET_TIMEOUT_SECONDS, check: 
     if retries:
         options.update(retry=_retry(), retry_on_error=[redis.ConnectionError, redis.TimeoutError])
     if cluster:
-        from redis.cluster import RedisCluster
-
-        client: Any = RedisCluster.from_url(
-            url, connection_class=_counting(redis.Connection, counter), **options)
+        client: Any = _cluster_client(url, counter, options)
     else:
         client = redis.Redis.from_url(url, health_check_interval=30, **options)
         pool = client.connection_pool

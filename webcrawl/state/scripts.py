@@ -98,7 +98,7 @@ class ScriptSet:
         script = self._scripts[name]
         if client is None:
             return script(keys=keys, args=args)
-        return client.evalsha(script.sha, len(keys), *keys, *args)
+        return client.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
 
     def source(self, name: str) -> str:
         return self._scripts[name].script

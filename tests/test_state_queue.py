@@ -1,0 +1,254 @@
+"""The crawl state's queues (webcrawl.state.queue, lua2/*.lua): one contract, run on a single
+redis-server and on a real 3-master Redis Cluster (every script's keys in one slot, shards spread
+over the masters)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import redis
+
+from webcrawl.state import records
+from webcrawl.state.batch import LandSettings, WriteBatch
+from webcrawl.state.client import connect
+from webcrawl.state.layout import CrawlLayout
+from webcrawl.state.pagestore import (
+    PageStore, interval_op, listing_op, observe_op, release_op, trigger_op,
+)
+from webcrawl.state.queue import EVICTED, EXCLUDED, FILTERED, PUSHED, CrawlQueue, Entry
+from webcrawl.state.scripts import ScriptSet
+from webcrawl.state.seen import BloomParams
+
+DELAY = 0.2
+BLOOM = BloomParams(10_000, 0.01)
+
+
+class State:
+    """A crawl's queue, batch and page store over one client."""
+
+    def __init__(self, client: Any, shards: int) -> None:
+        self.client = client
+        self.layout = CrawlLayout("contract", shards)
+        self.scripts = ScriptSet(client)
+        self.queue = CrawlQueue(client, self.scripts, self.layout, cap=3, default_delay=DELAY,
+                                lease_seconds=30)
+        self.queue.check_seen_filter(BLOOM)
+        self.batch = WriteBatch(client, self.scripts, self.layout, self.queue,
+                                LandSettings(DELAY), bloom_slices=BLOOM.num_slices)
+        self.pages = PageStore(client, self.layout)
+        self.offsets = BLOOM.offsets_function()
+
+    def entry(self, url: str, priority: int = 0, filtered: bool = True) -> Entry:
+        host = url.split("/")[2]
+        return Entry(host, priority, '{"url": "%s"}' % url, self.offsets(url) if filtered else None)
+
+    def push(self, *entries: Entry) -> list[int]:
+        statuses: list[int] = []
+        for e in entries:
+            self.batch.push(e, statuses.append)
+        self.batch.flush()
+        return statuses
+
+    def pop_all(self, owner: str = "me", order: str = "nd") -> list[Any]:
+        items = []
+        for shard in range(self.layout.shards):
+            items += self.queue.pop(shard, owner, len(items), 100, order).items
+        return items
+
+    def land(self, host: str, op: tuple[str, list[Any]]) -> list[Any]:
+        out: list[list[Any]] = []
+        self.batch.land(host, op, out.append)
+        self.batch.flush()
+        return [v.decode() if isinstance(v, bytes) else v for v in out[0]]
+
+    def server_time(self) -> float:
+        seconds, micros = self.client.time()
+        return seconds + micros / 1e6
+
+
+@pytest.fixture(params=["single", "cluster"])
+def state(request: pytest.FixtureRequest, redis_url: str) -> Iterator[State]:
+    if request.param == "single":
+        client, _, _ = connect(redis_url)
+        yield State(client, shards=1)
+    else:
+        url = request.getfixturevalue("redis_cluster_url")
+        client, _, cluster = connect(url)
+        assert cluster, "the URL of a cluster node is detected as a cluster"
+        yield State(client, shards=6)
+    client.close()
+
+
+def test_push_filters_seen_urls_caps_frontiers_and_refuses_excluded_hosts(state: State) -> None:
+    a = [state.entry(f"http://a.test/{i}", priority=i) for i in range(4)]
+    assert state.push(*a[:3]) == [PUSHED] * 3
+    assert state.push(a[0]) == [FILTERED]
+    assert state.push(a[3]) == [EVICTED], "the fourth request of a host capped at 3 evicts one"
+    state.queue.sync_exclusions(1, ["b.test"])
+    assert state.push(state.entry("http://b.test/x")) == [EXCLUDED]
+    items = state.pop_all()
+    assert [i.item for i in items] == ['{"url": "http://a.test/3"}'], "one per host visit, best first"
+    assert state.queue.counts()[0] == 2  # a.test/1 and /2 (a.test/0, the worst, was evicted)
+
+
+def test_a_host_turn_comes_once_per_delay_by_the_server_clock(state: State) -> None:
+    state.push(*(state.entry(f"http://a.test/{i}") for i in range(3)))
+    first = state.pop_all()
+    assert len(first) == 1 and state.pop_all() == [], "the host waits for its delay"
+    deadline = time.monotonic() + 5
+    while not (second := state.pop_all()) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert len(second) == 1
+    assert state.queue.earliest()  # one answer per shard
+
+
+def test_leases_are_acknowledged_and_renewed_by_their_owner_only(state: State) -> None:
+    state.push(state.entry("http://a.test/1"))
+    (item,) = state.pop_all(owner="A")
+    assert int(state.queue.renew(item.shard, "B", [item.lease])) == 0
+    assert int(state.queue.ack(item.shard, "B", [item.lease])) == 0
+    assert state.queue.counts()[2] == 1
+    assert int(state.queue.ack(item.shard, "A", [item.lease])) == 1
+    assert state.queue.counts()[2] == 0
+
+
+def test_a_stalled_process_cannot_release_work_another_took_over(state: State) -> None:
+    """A pops, stalls past its lease; B reclaims and pops the request again; A's renew and ack
+    touch nothing of B's; B dies; the request comes back again: nothing is lost."""
+    state.queue.lease_seconds = 0.05
+    state.push(state.entry("http://a.test/1"))
+    (a,) = state.pop_all(owner="A")
+    time.sleep(0.1)  # A stalls past its lease (time must pass for the lease to expire)
+    assert sum(state.queue.reclaim_expired(i) for i in range(state.layout.shards)) == 1
+    state.queue.lease_seconds = 30
+    deadline = time.monotonic() + 5
+    while not (again := state.pop_all(owner="B")) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    (b,) = again
+    assert b.lease != a.lease, "every pop gives a fresh lease id"
+    assert int(state.queue.renew(a.shard, "A", [a.lease])) == 0
+    assert int(state.queue.ack(a.shard, "A", [a.lease])) == 0
+    state.queue.lease_seconds = 0.05
+    state.queue.renew(b.shard, "B", [b.lease])  # B's lease now expires soon: B "dies"
+    time.sleep(0.1)
+    assert sum(state.queue.reclaim_expired(i) for i in range(state.layout.shards)) == 1
+    assert state.queue.counts()[0] == 1, "the request is back in its frontier"
+
+
+def test_a_retried_script_call_has_no_second_effect(state: State) -> None:
+    shard = state.layout.shard("a.test")
+    entries = [state.entry("http://a.test/1", filtered=False)]
+    state.queue.push(shard, entries, BLOOM.num_slices, op_id="same")
+    state.queue.push(shard, entries, BLOOM.num_slices, op_id="same")
+    assert state.queue.counts()[0] == 1
+    args = [60, DELAY, 5, 0.05, 50, "F", "a.test"]
+    first = state.scripts.call("land", shard, args, op_id="land-1")
+    assert state.scripts.call("land", shard, args, op_id="land-1") == first
+
+
+def test_a_landed_page_is_scheduled_popped_when_due_and_rescheduled(state: State) -> None:
+    url, host = "http://a.test/p", "a.test"
+    now = state.server_time()
+    assert state.land(host, observe_op(url, full=True, time=now, record_hash="ab" * 8))[0] == "new"
+    state.land(host, interval_op(url, 60.0, due_at=now - 1))
+    (item,) = state.pop_all(order="dn")
+    assert item.kind == "d" and item.item == "p" + url and item.record is not None
+    assert records.unpack(item.record).due == -1, "in flight: the allocator leaves it alone"
+    state.land(host, interval_op(url, 30.0))  # while in flight: the interval only
+    verdict = state.land(host, observe_op(url, full=True, time=now + 5, record_hash="cd" * 8))
+    assert verdict[0] == "changed" and float(verdict[1]) == pytest.approx(5.0)
+    record = state.pages.get(url, host)
+    assert record is not None and record.due == pytest.approx(now + 5 + 30.0)
+    assert record.visits == 1 and record.changes == 1
+    state.land(host, release_op(url))
+    assert state.pages.get(url, host).due == pytest.approx(now + 35.0), "release is a no-op now"
+
+
+def test_known_changes_make_a_page_due_only_where_it_follows_them(state: State) -> None:
+    url, host = "http://a.test/p", "a.test"
+    now = state.server_time()
+    state.land(host, observe_op(url, full=True, time=now, record_hash="ab" * 8))
+    state.land(host, interval_op(url, 600.0))
+    assert state.land(host, trigger_op(url))[0] == "", "not followed: stays on its schedule"
+    state.land(host, interval_op(url, 600.0, follow=True))
+    assert state.land(host, trigger_op(url))[0] == "1"
+    assert state.pages.get(url, host).due <= state.server_time()
+
+
+def test_listing_summaries(state: State) -> None:
+    url, host = "http://a.test/item", "a.test"
+    now = state.server_time()
+    assert state.land(host, listing_op(url, "h1", now))[0] == "first"
+    assert state.land(host, listing_op(url, "h1", now + 1))[0] == "unchanged"
+    state.land(host, observe_op(url, full=True, time=now + 2, record_hash="ab" * 8))
+    state.land(host, interval_op(url, 600.0, follow=True))
+    assert state.land(host, listing_op(url, "h2", now + 3))[0] == "changed"
+    assert state.pages.get(url, host).due <= state.server_time() + 1
+
+
+def test_claim_takes_a_host_turn_for_requests_from_outside_the_queue(state: State) -> None:
+    assert state.queue.claim("c.test") == 0
+    wait = state.queue.claim("c.test")
+    assert 0 < wait <= DELAY
+
+
+def test_every_script_touches_one_slot_only(state: State) -> None:
+    """On a cluster a script touching keys of two slots is refused (CROSSSLOT): every shard
+    script's keys share the shard's hash tag."""
+    from redis.crc import key_slot
+
+    from webcrawl.state.scripts import KEYS, shard_keys_for
+
+    for shard in state.layout.all_shards:
+        for name in KEYS:
+            slots = {key_slot(k.encode()) for k in shard_keys_for(name, shard, "x")}
+            assert len(slots) == 1, f"{name} of shard {shard.index} spans slots {slots}"
+    assert len({key_slot(s.frontier.encode()) for s in state.layout.all_shards}) == state.layout.shards
+
+
+def test_shards_spread_over_every_master(redis_cluster_url: str, redis_cluster: Any) -> None:
+    client, _, _ = connect(redis_cluster_url)
+    s = State(client, shards=16)
+    s.push(*(s.entry(f"http://h{i}.test/") for i in range(64)))
+    owners = {redis_cluster.master_for_key(shard.frontier) for shard in s.layout.all_shards
+              if client.exists(shard.frontier)}
+    assert len(owners) == 3
+    client.close()
+
+
+def _evalsha_calls(client: Any) -> int:
+    return int(client.info("commandstats").get("cmdstat_evalsha", {}).get("calls", 0))
+
+
+def test_a_call_that_outlasts_the_client_timeout_is_not_applied_twice(redis_server: Any,
+                                                                    redis_url: str) -> None:
+    """A push big enough to run longer than the client's timeout: the client gives up waiting,
+    retries with the same op id once the server is free, and the retry answers the first call's
+    result instead of pushing everything again."""
+    admin = redis_server.client()
+    size = 20_000
+
+    def push(client: Any, crawl: str) -> list[int]:
+        s = State(client, shards=1)
+        s.layout = CrawlLayout(crawl, 1)
+        s.queue.layout = s.batch.layout = s.layout
+        s.queue.cap = 0
+        s.queue.check_seen_filter(BLOOM)
+        return s.push(*(s.entry(f"http://a.test/{i}", filtered=False) for i in range(size)))
+
+    patient, _, _ = connect(redis_url)
+    usec = int(admin.info("commandstats").get("cmdstat_evalsha", {}).get("usec", 0))
+    push(patient, "measure")  # how long such a push runs in the server here
+    took = (int(admin.info("commandstats")["cmdstat_evalsha"]["usec"]) - usec) / 1e6
+    hasty, _, _ = connect(redis_url, socket_timeout=0.6 * took)
+    before = _evalsha_calls(admin)
+    assert push(hasty, "contract") == [PUSHED] * size
+    assert _evalsha_calls(admin) - before >= 2, "the push ran, timed out at the client, ran again"
+    assert CrawlQueue(patient, ScriptSet(patient), CrawlLayout("contract", 1), cap=0,
+                      default_delay=DELAY, lease_seconds=30).counts()[0] == size, \
+        "the retry queued nothing more"
+    patient.close()
+    hasty.close()
