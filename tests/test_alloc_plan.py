@@ -1,0 +1,235 @@
+"""One allocation of the budget rate (webcrawl.extensions._alloc_plan.plan): pure numpy, built
+from page records as the crawl stores them (histories observed through the model's PageHistory).
+
+Shares of the budget: discovery while new URLs wait, detectors (sitemaps, listing pages, seeds),
+the re-estimation floor, the verification sample; the rest is water-filled over the other pages
+under each host's capacity; hosts whose sitemap dates are trusted are left to their triggers;
+known changes are followed only where that is worth it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from webcrawl.extensions._alloc_plan import DETECTOR_MAX_CYCLES, DISCOVERY_MAX, AllocInput, plan
+from webcrawl.revisit import GammaPrior, Objective, PageHistory
+from webcrawl.state import records
+from webcrawl.state.records import EMPTY_BIN, KIND_PAGE, KIND_SITEMAP
+
+NOW = 1_800_000_000.0
+HOUR = 3600.0
+PRODUCT, LISTING = 1, 2  # page type ids; LISTING is a listing page type
+SHARES = {"discovery": 0.1, "reestimation": 0.05, "verification": 0.0, "detectors": 0.1}
+
+
+def page_row(visits: int, changes: int, every: float, *, type_id: int = PRODUCT,
+             kind: int = KIND_PAGE, cost: float | None = 1.0, last: float | None = None) -> np.void:
+    """A page record after ``visits`` visits ``every`` seconds apart, the first ``changes`` of
+    which found a change; ``cost``: mean cost of its own fetches (None: never measured)."""
+    history = PageHistory()
+    for i in range(visits):
+        history.observe(every, i < changes)
+    r = np.zeros(1, dtype=records.DTYPE)[0]
+    for name in ("visits", "changes", "seconds", "unchanged_seconds"):
+        r[name] = getattr(history, name)
+    used = np.flatnonzero(history.changed_counts)
+    for i in range(records.SLOTS):
+        if i < len(used):
+            b = used[i]
+            r[f"b{i}"], r[f"n{i}"], r[f"s{i}"] = b, history.changed_counts[b], history.changed_seconds[b]
+        else:
+            r[f"b{i}"] = EMPTY_BIN
+    r["last_fetched"] = NOW - every if last is None else last
+    r["fetches"], r["type"], r["kind"] = visits + 1, type_id, kind
+    if cost is not None:
+        r["billed"], r["billed_n"] = cost * (visits + 1), visits + 1
+    return r
+
+
+def alloc_input(rows: list[np.void], host: list[int], **overrides: Any) -> AllocInput:
+    nhosts = max(host) + 1
+    values: dict[str, Any] = dict(
+        rows=np.array(rows, dtype=records.DTYPE), host=np.asarray(host, dtype=np.intp),
+        delay=np.full(nhosts, 0.1), hold_until=np.zeros(nhosts), health=np.ones(nhosts),
+        sitemap_trusted=np.zeros(nhosts, dtype=bool), seed=np.zeros(len(rows), dtype=bool),
+        now=NOW, budget_rate=0.05, period=10.0, cycle_seconds=HOUR, sitemap_seconds=900.0,
+        shares=dict(SHARES), type_tier={PRODUCT: 3, LISTING: 1}, listing_types=frozenset({LISTING}),
+        prior=GammaPrior.from_mean(1 / (7 * 86_400.0), 0.5), default_cost=1.0, backlog=0.0, seed_rng=1)
+    values.update(overrides)
+    return AllocInput(**values)
+
+
+def spend(result: Any, mask: np.ndarray | None = None) -> float:
+    """What the planned intervals cost per second (over ``mask``)."""
+    rate = np.where(np.isfinite(result.interval), 1.0 / result.interval, 0.0)
+    per = result.cost * rate
+    return float(per[mask].sum() if mask is not None else per.sum())
+
+
+def catalog() -> list[np.void]:
+    """Hourly visits of a day: 20 pages that never changed, 20 that changed now and then, 20
+    that changed at most visits."""
+    return ([page_row(24, 0, HOUR) for _ in range(20)] + [page_row(24, 4, HOUR) for _ in range(20)]
+            + [page_row(24, 20, HOUR) for _ in range(20)])
+
+
+def test_the_plan_fits_the_budget_and_buys_changing_pages() -> None:
+    result = plan(alloc_input(catalog(), [i % 3 for i in range(60)], budget_rate=0.05))
+    assert 0.05 * 0.9 <= spend(result) <= 0.05 * (1 + 1e-6)
+    static, sometimes, often = (result.interval[k:k + 20] for k in (0, 20, 40))
+    assert np.ptp(static) == np.ptp(sometimes) == np.ptp(often) == 0, "same history, same plan"
+    assert static[0] > 3 * sometimes[0] > 3 * often[0], "visits go where changes are"
+    floor = 1.0 / (SHARES["reestimation"] * 0.05 / 60)  # every polled page: re-estimation floor
+    assert (result.interval <= floor).all()
+    assert result.figures["plan:floor"] == pytest.approx(SHARES["reestimation"] * 0.05)
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "_alloc_plan.plan holds the re-estimation floor's whole spend back from the water-filling "
+    "(revisit_budget = R - ... - floor_spend) and then raises every polled page to the floor, "
+    "which pages planned above it never need: here 60 pages all planned above the floor, and "
+    "the plan spends 0.0475 of the 0.05 budget rate (the 5% floor share is left unplanned)"))
+def test_the_floor_share_is_spent_not_parked() -> None:
+    result = plan(alloc_input(catalog(), [i % 3 for i in range(60)], budget_rate=0.05))
+    assert spend(result) >= 0.05 * 0.99
+
+
+def test_costs_come_from_a_pages_fetches_then_its_type_then_the_default() -> None:
+    rows = [page_row(4, 1, HOUR, cost=3.0), page_row(4, 1, HOUR, cost=None),
+            page_row(4, 1, HOUR, type_id=5, cost=None), page_row(4, 1, HOUR, cost=7.0)]
+    result = plan(alloc_input(rows, [0, 0, 0, 1], default_cost=2.0,
+                              health=np.array([1.0, 3.0])))  # host 1's fetches fail: dearer
+    assert result.cost.tolist() == pytest.approx([3.0, 5.0, 2.0, 21.0])  # type mean (3 + 7) / 2
+    assert result.figures["cost:1"] == pytest.approx(5.0)
+
+
+def test_discovery_takes_its_share_while_new_urls_wait() -> None:
+    rows, host = catalog(), [i % 3 for i in range(60)]
+    shares = dict(SHARES, reestimation=0.0, detectors=0.0)
+    polled = np.ones(60, dtype=bool)
+    none = plan(alloc_input(rows, host, budget_rate=10.0, shares=shares))
+    few = plan(alloc_input(rows, host, budget_rate=10.0, shares=shares, backlog=5))
+    many = plan(alloc_input(rows, host, budget_rate=10.0, shares=shares, backlog=150))
+    flood = plan(alloc_input(rows, host, budget_rate=10.0, shares=shares, backlog=100_000))
+    assert none.figures["discovery_share"] == 0.0
+    assert few.figures["discovery_share"] == pytest.approx(SHARES["discovery"])
+    # Enough for the backlog in about 30 s: 150 pages at 1 over 30 s of a 10/s budget.
+    assert many.figures["discovery_share"] == pytest.approx(0.5)
+    assert flood.figures["discovery_share"] == DISCOVERY_MAX
+    for result in (few, many, flood):
+        share = result.figures["discovery_share"]
+        assert result.figures["plan:discovery"] == pytest.approx(share * 10.0)
+        assert spend(result, polled) <= (1 - share) * 10.0 * (1 + 1e-6)
+    assert spend(flood, polled) < spend(few, polled) < spend(none, polled) * (1 + 1e-6)
+
+
+def test_detectors_are_read_on_their_share() -> None:
+    sitemaps = [page_row(4, 4, 900.0, kind=KIND_SITEMAP, type_id=0) for _ in range(2)]
+    listing = [page_row(4, 1, HOUR, type_id=LISTING), page_row(4, 1, HOUR)]  # a listing, a seed
+    rows = sitemaps + listing + catalog()[:10]
+    host = [0, 1, 0, 0] + [0] * 10
+    seed = np.zeros(len(rows), dtype=bool)
+    seed[3] = True
+    trusted = np.array([False, True])
+    result = plan(alloc_input(rows, host, budget_rate=1.0, seed=seed, sitemap_trusted=trusted))
+    # Sitemaps every sitemap period, four times as often where their dates are trusted.
+    assert result.interval[:2].tolist() == pytest.approx([900.0, 225.0])
+    # Listing pages and seeds share what the sitemaps leave of the detectors' 10%.
+    left = 0.1 * 1.0 - (1 / 900 + 1 / 225)
+    assert result.interval[2:4].tolist() == pytest.approx([2 / left] * 2)
+    assert result.figures["plan:detectors"] == pytest.approx(0.1)
+
+    # A share too small for the sitemaps' period: they are read more slowly, within the share,
+    # and listing pages still at least every two cycles.
+    tight = plan(alloc_input(rows, host, budget_rate=1.0, seed=seed, sitemap_trusted=trusted,
+                             shares=dict(SHARES, detectors=0.001)))
+    assert spend(tight, np.arange(len(rows)) < 2) == pytest.approx(0.001)
+    assert tight.interval[2:4].tolist() == pytest.approx([DETECTOR_MAX_CYCLES * HOUR] * 2)
+
+
+def test_verification_samples_fetched_pages_at_its_share() -> None:
+    rows = catalog()
+    rows[0]["last_fetched"] = 0.0  # never fetched: nothing to verify
+    listing = page_row(4, 1, HOUR, type_id=LISTING)
+    shares = dict(SHARES, verification=0.02)
+    a = plan(alloc_input([*rows, listing], [0] * 61, budget_rate=10.0, shares=shares))
+    b = plan(alloc_input([*rows, listing], [0] * 61, budget_rate=10.0, shares=shares))
+    # 2% of 10 per second over a 10 s period, at a typical cost of 1: two pages.
+    assert len(a.verify) == 2 and len(set(a.verify.tolist())) == 2
+    assert a.verify.tolist() == b.verify.tolist(), "the sample is reproducible with its seed"
+    assert not {0, 60} & set(a.verify.tolist())
+    assert a.figures["plan:verification"] == pytest.approx(0.2)
+    off = plan(alloc_input([*rows, listing], [0] * 61, budget_rate=10.0))
+    assert len(off.verify) == 0 and off.figures["plan:verification"] == 0.0
+
+
+def test_without_a_floor_pages_not_worth_a_visit_get_none() -> None:
+    """On a tight budget, pages changing at most hourly visits cannot be kept fresh: no visits
+    (the optimum's rule); the slower ones get them."""
+    rows, host = catalog(), [0] * 60
+    shares = dict(SHARES, reestimation=0.0)
+    result = plan(alloc_input(rows, host, budget_rate=0.002, shares=shares))
+    assert np.isinf(result.interval[40:]).all(), "pages too fast to keep fresh were planned"
+    assert np.isfinite(result.interval[:40]).all()
+    floored = plan(alloc_input(rows, host, budget_rate=0.002))
+    assert np.isfinite(floored.interval).all()
+
+
+def test_water_filling_keeps_each_host_within_its_capacity() -> None:
+    rows = [page_row(24, 20, 600.0) for _ in range(20)]
+    host = [0] * 10 + [1] * 10
+    shares = dict(SHARES, reestimation=0.0, detectors=0.0)
+    even = plan(alloc_input(rows, host, budget_rate=5.0, shares=shares))
+    capped = plan(alloc_input(rows, host, budget_rate=5.0, shares=shares,
+                              delay=np.array([10.0, 0.1])))
+    load = np.bincount(host, np.where(np.isfinite(capped.interval), 1 / capped.interval, 0.0))
+    assert load[0] == pytest.approx(0.9 / 10.0)  # 90% of one request per delay
+    assert spend(capped) == pytest.approx(5.0), "money waited on a host that cannot take it"
+    assert load[1] > spend(even, np.array(host) == 1) * 1.5
+    # A host held back (a 429's Retry-After) for the whole period gets nothing planned.
+    held = plan(alloc_input(rows, host, budget_rate=5.0, shares=shares,
+                            hold_until=np.array([NOW + 10.0, 0.0])))
+    assert np.isinf(held.interval[:10]).all() and np.isfinite(held.interval[10:]).all()
+
+
+def test_pages_of_hosts_with_trusted_sitemap_dates_wait_for_their_dates() -> None:
+    rows = catalog()
+    host = [i % 2 for i in range(60)]
+    result = plan(alloc_input(rows, host, budget_rate=0.05, sitemap_trusted=np.array([True, False])))
+    trusted = np.array(host) == 0
+    floor = 1.0 / (SHARES["reestimation"] * 0.05 / 60)
+    assert np.allclose(result.interval[trusted], floor), "trusted dates were polled anyway"
+    assert (result.interval[~trusted][20:] < floor / 3).all()
+    changing = trusted & (np.arange(60) >= 20)
+    assert result.follow[changing].all(), "a newer trusted date must make the page due"
+
+
+def test_known_changes_are_never_followed_on_pages_too_fast_to_keep_fresh() -> None:
+    fast = [page_row(24, 24, 60.0) for _ in range(5)]  # about a change a minute
+    slow = [page_row(24, 2, HOUR) for _ in range(5)]  # a change every half day
+    rows = [*fast, *slow, page_row(24, 0, HOUR, type_id=LISTING)]  # the listing shows changes
+    for budget in (0.01, 0.05, 1.0):
+        result = plan(alloc_input(rows, [0] * 11, budget_rate=budget))
+        assert not result.follow[:5].any(), f"budget {budget}: fast pages followed"
+        assert result.follow[5:10].all(), f"budget {budget}: slow pages not followed"
+        assert not result.follow[10], "the listing page itself is a detector"
+        assert result.figures["plan:triggers"] > 0
+    tight = plan(alloc_input(rows, [0] * 11, budget_rate=0.005))
+    floor = 1.0 / (SHARES["reestimation"] * 0.005 / 10)
+    assert np.allclose(tight.interval[:5], floor), "too fast to keep fresh: only the floor"
+    # No detector on the host: there is no known change to follow.
+    alone = plan(alloc_input([*fast, *slow], [0] * 10, budget_rate=0.05))
+    assert not alone.follow.any()
+
+
+def test_events_objective_follows_where_value_per_cost_reaches_the_multiplier() -> None:
+    rows = [page_row(24, 12, HOUR) for _ in range(4)] + [page_row(24, 0, HOUR, type_id=LISTING)]
+    rows[0]["billed"] *= 1000  # a page costing a thousand times as much
+    result = plan(alloc_input(rows, [0] * 5, budget_rate=0.001, objective=Objective.EVENTS))
+    mu = result.figures["mu"]
+    worth = result.value / result.cost
+    assert result.follow[1:4].all() and (worth[1:4] >= mu).all()
+    assert not result.follow[0] and worth[0] < mu
