@@ -1,9 +1,11 @@
 """RecordHashPipeline and DropUnchangedPipeline end to end: the demo shop on loopback hosts (real
 HTTP, time frozen until a test moves it), a real redis-server, and real Scrapy crawls in
-subprocesses whose feeds, stats and Redis state are read back.
+subprocesses (the site's own spider on chosen pages, the project's scheduler, middlewares and
+pipelines; no allocator: the test makes pages due as it would) whose feeds, stats and page
+records are read back. Then the pipeline in-process for the branches a crawl rarely takes.
 
-The harness (``Shop``, ``crawl``) is shared with test_pipelines_bodystore.py, test_conditional.py
-and test_body_command.py.
+The harness (``Shop``, ``crawl``, ``state``) is shared with test_pipelines_bodystore.py,
+test_conditional.py and test_body_command.py.
 """
 
 from __future__ import annotations
@@ -22,29 +24,27 @@ from typing import Any
 import pytest
 from scrapy import Spider
 from scrapy.exceptions import NotConfigured
-from scrapy.statscollectors import MemoryStatsCollector
 from scrapy.utils.misc import build_from_crawler
-from scrapy.utils.test import get_crawler
 
-from webcrawl.change import FetchNote, FetchNotes, TrustPolicy, record_hash
-from webcrawl.clock import ManualClock
-from webcrawl.demo.server import Headers, MultiHostServer, Response
+from tests.runtimes import StateView, land, run, runtime_for
+from webcrawl import settings as project
+from webcrawl.change import record_hash
 from webcrawl.demo.catalog import DAY
+from webcrawl.demo.server import Headers, MultiHostServer, Response
 from webcrawl.demo.shop import ShopSite
 from webcrawl.items import EXPORTED_FIELDS, PageItem
-from webcrawl.middlewares.conditional import ChangeContext, ConditionalRequestMiddleware
-from webcrawl.parse import Canonicalizer
+from webcrawl.middlewares.conditional import ConditionalRequestMiddleware
 from webcrawl.pipelines.bodystore import BodyStorePipeline
 from webcrawl.pipelines.recordhash import (
     DropUnchangedPipeline,
     RecordHashPipeline,
     change_age,
+    verification_event,
 )
 from webcrawl.sites import load_site_file
 from webcrawl.sites.schema import Trust, TrustRule
-from webcrawl.state.history import HistoryStore
-from webcrawl.state.keys import CrawlKeys
-from webcrawl.state.trust import TrustStore
+from webcrawl.state.hosts import validator_op
+from webcrawl.state.pagestore import hash_bytes, observe_op
 
 ROOT = Path(__file__).resolve().parents[1]
 HOSTS = 5  # www, three catalog shards (honest, ignoring validators, lying), blog
@@ -53,56 +53,47 @@ DEMO_FIELDS = ("name", "price", "stock", "sku", "description", "category", "serv
 
 CRAWL = textwrap.dedent(
     """
-    import json, sys, time
-    from scrapy import Request, Spider
+    import json, sys
+    import scrapy
     from scrapy.crawler import CrawlerProcess
-    from webcrawl.items import EXPORTED_FIELDS, PageItem
-    from webcrawl.parse import PageParser, rules_for_site
+    from scrapy.utils.project import get_project_settings
     from webcrawl.sites import load_site_file
+    from webcrawl.spiderloader import spider_class_for
 
     with open(sys.argv[1]) as source:
         config = json.load(source)
     SITE = load_site_file(config["site_file"], {"WEBCRAWL_DEMO_PORT": str(config["port"])})
-    PARSER = PageParser(rules_for_site(SITE))
-    SELECTED = ("ETag", "Last-Modified", "Content-Type", "Date")
 
-    class ChangeSpider(Spider):
-        name = SITE.name
-        site = SITE
-
+    class ChangeSpider(spider_class_for(SITE)):
+        # The site's own spider on the given pages only: their items, no links, no sitemaps.
         async def start(self):
             for url in config["urls"]:
-                yield Request(url, dont_filter=True)
+                request = self._page_request(url)
+                if request is not None:
+                    yield request
 
-        def parse(self, response):
-            charset = response.headers.get("Content-Type", b"").decode("latin-1").partition("charset=")[2]
-            result = PARSER.parse(response.body, response.url, encoding=charset or None)
-            for key, count in result.counts.items():
-                self.crawler.stats.inc_value("test/parse/" + key, count)
-            headers = {k: response.headers[k].decode("latin-1") for k in SELECTED if k in response.headers}
-            yield PageItem(
-                url=response.url, canonical_url=result.url, site=SITE.name,
-                page_type=result.page_type, status=response.status, fetch_time=time.time(),
-                record=result.record or {}, body=response.body, headers=headers,
-            )
+        def parse(self, response, **kwargs):
+            for out in super().parse(response, **kwargs):
+                if not isinstance(out, scrapy.Request):
+                    yield out
 
-    settings = {
-        "TELNETCONSOLE_ENABLED": False, "REMOTE_CONTROL_ENABLED": False, "RETRY_ENABLED": False,
-        "COOKIES_ENABLED": False, "ROBOTSTXT_OBEY": False, "DOWNLOAD_TIMEOUT": 20,
-        "LOG_LEVEL": "INFO", "CONCURRENT_REQUESTS": 8,
-        "ITEM_PIPELINES": {
-            "webcrawl.pipelines.recordhash.RecordHashPipeline": 300,
-            "webcrawl.pipelines.bodystore.BodyStorePipeline": 400,
-            "webcrawl.pipelines.recordhash.DropUnchangedPipeline": 900,
-        },
-        "DOWNLOADER_MIDDLEWARES": {
-            "webcrawl.middlewares.conditional.ConditionalRequestMiddleware": 650,
-        },
+        sitemap_request = None  # nor the sitemaps robots.txt names
+
+    settings = get_project_settings()
+    settings.setdict({
+        "LOG_LEVEL": "INFO", "RETRY_ENABLED": False, "DOWNLOAD_TIMEOUT": 20,
+        # No allocator: the test decides which known pages are due (as the allocator would).
+        "EXTENSIONS": {}, "WEBCRAWL_BUDGET_ENABLED": False,
+        # Every due page ready at once: a run ends when nothing is ready, and host turns one
+        # delay apart would leave due pages for the next run. Spacing on the wire is tested in
+        # tests/test_spacing.py: here it would only hold overlapping requests.
+        "WEBCRAWL_DOMAIN_DELAY_SECONDS": 0,
+        "DOWNLOADER_MIDDLEWARES": {**settings.getdict("DOWNLOADER_MIDDLEWARES"),
+                                   "webcrawl.middlewares.spacing.HostSpacingMiddleware": None},
         "FEEDS": {config["feed"]: {"format": "jsonlines", "overwrite": True}},
-        "FEED_EXPORT_FIELDS": EXPORTED_FIELDS,
         **config["settings"],
-    }
-    process = CrawlerProcess(settings=settings)
+    }, priority="cmdline")
+    process = CrawlerProcess(settings)
     crawler = process.create_crawler(ChangeSpider)
     process.crawl(crawler)
     process.start()
@@ -185,6 +176,8 @@ class Crawl:
 
 
 def crawl(tmp_path: Path, shop: Shop, redis_url: str, urls: list[str], run: str, **settings: Any) -> Crawl:
+    """One run of the demo site's spider on ``urls`` (new ones are fetched; known ones only when
+    due), with the project's settings and ``settings`` on top."""
     config = {
         "site_file": str(ROOT / "webcrawl" / "sites" / "demo.toml"),
         "port": shop.server.port,
@@ -196,9 +189,11 @@ def crawl(tmp_path: Path, shop: Shop, redis_url: str, urls: list[str], run: str,
     }
     config_path = tmp_path / f"config-{run}.json"
     config_path.write_text(json.dumps(config))
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    done = subprocess.run([sys.executable, "-c", CRAWL, str(config_path)], env=env, cwd=tmp_path,
-                          capture_output=True, text=True, timeout=60)
+    script = tmp_path / "crawl_pages.py"  # a file: Scrapy reads its callbacks' source
+    script.write_text(CRAWL)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "SCRAPY_SETTINGS_MODULE": "webcrawl.settings"}
+    done = subprocess.run([sys.executable, str(script), str(config_path)], env=env, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=90)
     assert done.returncode == 0, done.stderr
     for bad in ("Traceback", "DeprecationWarning", "ERROR"):
         assert bad not in done.stderr, done.stderr
@@ -207,8 +202,12 @@ def crawl(tmp_path: Path, shop: Shop, redis_url: str, urls: list[str], run: str,
     return Crawl(json.loads(Path(config["stats"]).read_text()), feed, done.stderr)
 
 
-def history(redis_client, url: str):
-    return HistoryStore(redis_client, CrawlKeys("demo")).get(url)
+@pytest.fixture(scope="module")
+def state(module_redis) -> Iterator[StateView]:
+    """The demo crawl's state as the test sees it (records, the allocator's land operations)."""
+    view = StateView(module_redis[0], "demo")
+    yield view
+    view.close()
 
 
 @dataclass
@@ -220,29 +219,33 @@ class Scenario:
     third: Crawl
     pages: dict[str, Any]
     truth: dict[str, dict[str, Any]]
+    types: dict[int, str]
 
 
 @pytest.fixture(scope="module")
-def scenario(tmp_path_factory, module_shop, module_redis) -> Scenario:
-    """Three crawls of the same product pages, conditional requests off: a first, a second with
-    new noise only (unchanged records exported too, to compare volatile values), a third after
-    the shop's time moved three days (some records changed)."""
-    shop, (redis_url, client) = module_shop, module_redis
+def scenario(tmp_path_factory, module_shop, module_redis, state) -> Scenario:
+    """Three crawls of the same product pages, conditional requests off: a first (all new), a
+    second with new noise only (unchanged records exported too, to compare volatile values), a
+    third after the shop's time moved three days (some records changed). Before the second and
+    the third the pages are made due; their URLs, yielded again, are known to the seen filter."""
+    shop, (redis_url, _) = module_shop, module_redis
     tmp = tmp_path_factory.mktemp("recordhash")
     changing, still = shop.on_host(HONEST, 5, changing=True), shop.on_host(HONEST, 2, changing=False)
     urls = [shop.product(i) for i in changing + still]
     off = {"WEBCRAWL_CONDITIONAL_ENABLED": False}
     first = crawl(tmp, shop, redis_url, urls, "first", **off)
+    state.make_due(urls)
     second = crawl(tmp, shop, redis_url, urls, "second", WEBCRAWL_EXPORT_UNCHANGED=True, **off)
     before = shop.site.now()
     shop.jump(3 * DAY)
     after = shop.site.now()
     truly = {shop.product(i) for i in changing + still
              if shop.site.catalog.version(i, after) != shop.site.catalog.version(i, before)}
+    state.make_due(urls)
     third = crawl(tmp, shop, redis_url, urls, "third", **off)
-    pages = {u: history(client, u) for u in urls}
+    pages = {u: state.record(u) for u in urls}
     truth = {u: shop.site.catalog.record(shop.site.product_index(u), after) for u in urls}
-    return Scenario(urls, truly, first, second, third, pages, truth)
+    return Scenario(urls, truly, first, second, third, pages, truth, state.types.names())
 
 
 def test_first_fetches_are_new_and_reach_the_feed_without_body_or_headers(scenario):
@@ -252,6 +255,14 @@ def test_first_fetches_are_new_and_reach_the_feed_without_body_or_headers(scenar
     assert set(first.feed[0]) == set(EXPORTED_FIELDS)
     assert first.stats["webcrawl/records/new"] == first.stats["webcrawl/records"] == len(urls)
     assert first.stats["webcrawl/records/new/product"] == len(urls)
+
+
+def test_known_pages_come_back_as_due_revisits_not_as_new_urls(scenario):
+    for later in (scenario.second, scenario.third):
+        assert later.stats["scheduler/dequeued/revisit"] == len(scenario.urls)
+        assert "scheduler/dequeued/queued" not in later.stats
+        assert later.stats["dupefilter/filtered"] >= 1  # the URLs yielded again are known
+        assert "scheduler/enqueued" not in later.stats
 
 
 def test_noise_and_volatile_field_churn_are_unchanged(scenario):
@@ -281,94 +292,163 @@ def test_every_record_change_is_detected_and_only_changes_are_emitted(scenario):
         assert row["content_hash"] == record_hash(row["record"], DEMO_FIELDS, {"served_at"})
 
 
-def test_the_page_history_holds_what_the_revisit_model_needs(scenario):
+def test_the_page_record_holds_what_the_revisit_model_needs(scenario):
     row = scenario.third.feed[0]
     changed = scenario.pages[row["url"]]
-    assert (changed.visits, changed.changes, changed.last_changed, changed.fetches) == (2, 1, True, 3)
-    assert changed.hash == row["content_hash"]
+    assert (changed.visits, changed.changes, changed.last_changed, changed.fetches) == (2, 1, 1, 3)
+    assert changed.hash == hash_bytes(row["content_hash"])
     assert changed.first_seen < changed.last_change == changed.last_fetched
-    assert changed.cost > 3 * 10_000  # three whole product pages
-    assert changed.page_history().changes == 1 and changed.page_type == "product"
+    assert (changed.billed, changed.billed_n) == (3.0, 3)  # the demo bills requests: one a fetch
+    assert changed.page_history().changes == 1 and scenario.types[changed.type] == "product"
+    assert changed.iv == 1e6 and changed.due == pytest.approx(changed.last_fetched + 1e6)
     still = scenario.pages[next(u for u in scenario.urls if u not in scenario.truly_changed)]
-    assert (still.visits, still.changes, still.last_changed) == (2, 0, False)
+    assert (still.visits, still.changes, still.last_changed) == (2, 0, 0)
     assert still.unchanged_seconds == still.seconds > 0
 
 
 # -- In-process checks of the branches a crawl rarely takes -------------------------------------
 
-
-def _pipeline(redis_client, mode: str = "learn"):
-    keys = CrawlKeys("unit")
-    context = ChangeContext(HistoryStore(redis_client, keys),
-                            TrustStore(redis_client, keys, TrustPolicy(earn_after=1), ManualClock()),
-                            FetchNotes(), Canonicalizer())
-    site = load_demo_site()
-    site = SimpleNamespace(page_types=site.page_types,
-                           trust=Trust(hosts=(("a.example", TrustRule(validators=mode)),)))
-    return RecordHashPipeline(context, MemoryStatsCollector(get_crawler()), site=site)
+URL = "http://a.example/product/1/x"
 
 
 def load_demo_site():
     return load_site_file(ROOT / "webcrawl" / "sites" / "demo.toml", {"WEBCRAWL_DEMO_PORT": "1"})
 
 
-def _item(record: dict[str, Any], **kwargs: Any):
-    url = "http://a.example/product/1/x"
-    return PageItem(url=url, canonical_url=url, site="demo", page_type="product", status=200,
-                    fetch_time=kwargs.pop("fetch_time", 1000.0), record=record, body=b"<html>" * 10, **kwargs)
+@pytest.fixture
+def runtime(redis_url):
+    runtime = runtime_for(redis_url, {"WEBCRAWL_CONDITIONAL_EARN_AFTER": 1})
+    yield runtime
+    runtime.close()
 
 
-def test_other_items_pass_and_a_missing_fetch_note_estimates_the_cost(redis_client, redis_url):
-    pipeline = _pipeline(redis_client)
+def _pipeline(runtime, mode: str = "learn") -> RecordHashPipeline:
+    site = SimpleNamespace(page_types=load_demo_site().page_types,
+                           trust=Trust(hosts=(("a.example", TrustRule(validators=mode)),)))
+    return RecordHashPipeline(runtime, runtime.stats, site=site)
+
+
+def _item(record: dict[str, Any], **kwargs: Any) -> PageItem:
+    return PageItem(url=URL, canonical_url=URL, site="demo", page_type="product", status=200,
+                    fetch_time=kwargs.pop("fetch_time", 1000.0), record=record,
+                    body=b"<html>" * 10, **kwargs)
+
+
+def test_other_items_pass_and_the_fetch_cost_goes_into_the_record(runtime):
+    pipeline = _pipeline(runtime)
     other = {"not": "a page item"}
-    assert pipeline.process_item(other) is other
-    item = pipeline.process_item(_item({"name": "x", "price": "1"}))
-    assert item.change == "new" and pipeline.stats.get_value("webcrawl/records/no_fetch_note") == 1
-    assert pipeline.context.history.get(item.canonical_url).cost == 60 + 300
+    assert run(pipeline.process_item(other)) is other
+    item = run(pipeline.process_item(_item({"name": "x"}, fetch={"billed": 360.0})))
+    assert item.change == "new" and item.content_hash
+    run(pipeline.process_item(_item({"name": "x"}, fetch_time=2000.0)))  # no cost noted: none booked
+    record = runtime.pages.get(URL, "a.example")
+    assert (record.billed, record.billed_n, record.mean_cost, record.fetches) == (360.0, 1, 360.0, 2)
 
 
-@pytest.mark.parametrize(("note", "record", "event", "state"), [
-    ({"verifies_304": True}, {"name": "x"}, "confirmed", "trusted"),
-    ({"verifies_304": True}, {"name": "y"}, "lied", "distrusted"),
+def test_validators_of_a_whole_answer_replace_the_stored_ones(runtime):
+    pipeline = _pipeline(runtime)
+    run(pipeline.process_item(_item({"name": "x"}, headers={"ETag": '"v1"', "Last-Modified": "Thu, 01 Jan 2026 00:00:00 GMT"})))
+    assert runtime.pages.validators(URL, "a.example") == ('"v1"', "Thu, 01 Jan 2026 00:00:00 GMT")
+    run(pipeline.process_item(_item({"name": "x"}, fetch_time=2000.0, headers={"etag": '"v2"'})))
+    assert runtime.pages.validators(URL, "a.example") == ('"v2"', None)
+    run(pipeline.process_item(_item({"name": "x"}, fetch_time=3000.0)))
+    assert runtime.pages.validators(URL, "a.example") == (None, None)  # none sent: none kept
+
+
+@pytest.mark.parametrize(("fetch", "record", "event", "state"), [
+    ({"verify_304": 1500.0}, {"name": "x"}, "confirmed", "trusted"),
+    ({"verify_304": 1999.0}, {"name": "y"}, "lied", "distrusted"),
     ({"conditional": True}, {"name": "x"}, "ignored", "learning"),
     ({"conditional": True}, {"name": "y"}, None, "learning"),  # a 200 with a change: no evidence
     ({}, {"name": "x"}, None, "learning"),
 ])
-def test_trust_evidence_from_fetch_notes(redis_client, redis_url, note, record, event, state):
-
-    pipeline = _pipeline(redis_client)
-    pipeline.process_item(_item({"name": "x"}))
-    pipeline.context.notes.put("http://a.example/product/1/x", FetchNote(500, "a.example", **note))
-    item = pipeline.process_item(_item(record, fetch_time=2000.0))
+def test_trust_evidence_from_what_the_downloader_noted(runtime, fetch, record, event, state):
+    pipeline = _pipeline(runtime)
+    run(pipeline.process_item(_item({"name": "x"})))
+    # A page that rarely changes: a change within the second after the 304 is unlikely.
+    stats = {"changes": 0, "seconds": 30 * DAY}
+    item = run(pipeline.process_item(_item(record, fetch_time=2000.0,
+                                           fetch={**fetch, "page_stats": stats})))
     assert item.change == ("unchanged" if record == {"name": "x"} else "changed")
-    evidence = {k.rsplit("/", 1)[1] for k in pipeline.stats.get_stats() if "/evidence/" in k}
+    evidence = {k.rsplit("/", 1)[1] for k in runtime.stats.get_stats() if "/evidence/" in k}
     assert evidence == ({event} if event else set())
-    assert pipeline.context.trust.get("a.example").state == state
+    runtime.batch.flush()
+    runtime.hosts.forget_validators("a.example")
+    assert runtime.hosts.validators("a.example").state == state
 
 
-def test_a_site_rule_overrides_learning(redis_client, redis_url):
+def test_a_verification_that_finds_a_later_change_is_no_lie(runtime):
+    """The record changed, but after the 304: its Last-Modified is later than the 304, or the
+    page changes so often that a change in between was likely. Neither costs the host trust."""
+    pipeline = _pipeline(runtime)
+    run(pipeline.process_item(_item({"name": "x"})))
+    later = {"Last-Modified": "Thu, 01 Jan 2026 00:10:00 GMT"}
+    t304 = 1767225600.0  # Thu, 01 Jan 2026 00:00:00 GMT
+    item = run(pipeline.process_item(_item({"name": "y"}, fetch_time=t304 + 1, headers=later,
+                                           fetch={"verify_304": t304,
+                                                  "page_stats": {"changes": 0, "seconds": 1e6}})))
+    assert item.change == "changed"
+    fast = {"changes": 50, "seconds": 100.0}  # a change every two seconds
+    run(pipeline.process_item(_item({"name": "z"}, fetch_time=t304 + 60,
+                                    fetch={"verify_304": t304 + 50, "page_stats": fast})))
+    assert runtime.stats.get_value("webcrawl/conditional/evidence/inconclusive") == 2
+    assert runtime.stats.get_value("webcrawl/conditional/evidence/lied") is None
+    runtime.batch.flush()
+    assert runtime.hosts.validators("a.example").state == "learning"
 
-    pipeline = _pipeline(redis_client, mode="always")
-    pipeline.process_item(_item({"name": "x"}))
-    pipeline.context.notes.put("http://a.example/product/1/x", FetchNote(500, "a.example", verifies_304=True))
-    pipeline.process_item(_item({"name": "y"}, fetch_time=2000.0))
-    assert not any("/evidence/" in k for k in pipeline.stats.get_stats())
+
+@pytest.mark.parametrize(("changed", "last_modified", "stats", "gap", "event"), [
+    (False, None, None, 1e6, "confirmed"),
+    (True, 2000.0, {"changes": 0, "seconds": 1e9}, 1.0, "inconclusive"),  # modified after the 304
+    (True, 1000.0, {"changes": 0, "seconds": 1e9}, 1.0, "lied"),  # modified before it
+    (True, None, {"changes": 0, "seconds": 1e9}, 1.0, "lied"),  # rare changes, a second apart
+    (True, None, {"changes": 0, "seconds": 1e9}, 1e9, "inconclusive"),  # ... years apart
+    (True, None, {"changes": 99, "seconds": 100.0}, 1.0, "inconclusive"),  # frequent changes
+    (True, None, None, 1.0, "inconclusive"),  # no history: any change is possible
+])
+def test_verification_event(changed, last_modified, stats, gap, event):
+    assert verification_event(changed, verify_304=1500.0, fetch_time=1500.0 + gap,
+                              last_modified=last_modified, page_stats=stats) == event
 
 
-def test_exact_change_age_comes_from_the_servers_own_clock(redis_client, redis_url):
+def test_a_site_rule_overrides_learning(runtime):
+    pipeline = _pipeline(runtime, mode="always")
+    run(pipeline.process_item(_item({"name": "x"})))
+    run(pipeline.process_item(_item({"name": "y"}, fetch_time=2000.0, fetch={"verify_304": 1999.0})))
+    assert not any("/evidence/" in k for k in runtime.stats.get_stats())
 
+
+def test_exact_change_age_comes_from_the_servers_own_clock(runtime):
     assert change_age({"Date": "Thu, 01 Jan 2026 01:00:00 GMT",
                        "last-modified": "Thu, 01 Jan 2026 00:00:00 GMT"}) == 3600.0
     assert change_age({"Date": "Thu, 01 Jan 2026 00:00:00 GMT",
                        "Last-Modified": "Thu, 01 Jan 2026 01:00:00 GMT"}) is None  # from the future
     assert change_age({"Date": "garbage", "Last-Modified": "Thu, 01 Jan 2026 00:00:00 GMT"}) is None
     assert change_age({}) is None
-    pipeline = _pipeline(redis_client, mode="always")
-    pipeline.process_item(_item({"name": "x"}))
+    pipeline = _pipeline(runtime, mode="always")
+    run(pipeline.process_item(_item({"name": "x"})))
     headers = {"Date": "Thu, 01 Jan 2026 01:00:00 GMT", "Last-Modified": "Thu, 01 Jan 2026 00:50:00 GMT"}
-    pipeline.process_item(_item({"name": "y"}, fetch_time=5000.0, headers=headers))
-    page = pipeline.context.history.get("http://a.example/product/1/x")
-    assert (page.exact_changes, page.exact_seconds) == (1, 600.0)
+    run(pipeline.process_item(_item({"name": "y"}, fetch_time=5000.0, headers=headers)))
+    page = runtime.pages.get(URL, "a.example")
+    assert (page.exact_changes, page.exact_seconds, page.bins) == (1, 600.0, [])
+
+
+def test_many_items_in_one_turn_share_one_landing(runtime):
+    """Items of one reactor turn wait for one batch: one script call for all of them."""
+    import asyncio
+
+    pipeline = _pipeline(runtime)
+    items = [PageItem(url=f"http://a.example/product/{i}/x", canonical_url=f"http://a.example/product/{i}/x",
+                      site="demo", page_type="product", status=200, fetch_time=1000.0,
+                      record={"name": str(i)}) for i in range(20)]
+
+    async def all_items() -> list[Any]:
+        return await asyncio.gather(*(pipeline.process_item(i) for i in items))
+
+    flushes = runtime.batch.flushes
+    done = run(all_items())
+    assert [i.change for i in done] == ["new"] * 20 and runtime.batch.flushes == flushes + 1
+    assert runtime.pages.count() == 20
 
 
 @pytest.mark.parametrize(("settings", "error"), [
@@ -376,58 +456,57 @@ def test_exact_change_age_comes_from_the_servers_own_clock(redis_client, redis_u
     ({"WEBCRAWL_CONDITIONAL_ENABLED": False}, "WEBCRAWL_CONDITIONAL_ENABLED"),
 ])
 def test_components_from_crawler(redis_url, settings, error):
-    crawler = get_crawler(Spider, {"WEBCRAWL_REDIS_URL": redis_url, **settings})
-    crawler.spider = crawler._create_spider("unit")
+    runtime = runtime_for(redis_url, settings)
     with pytest.raises((ValueError, NotConfigured), match=error):
-        build_from_crawler(ConditionalRequestMiddleware, crawler)
+        build_from_crawler(ConditionalRequestMiddleware, runtime.crawler)
+    runtime.close()
 
 
 def test_components_build_from_a_crawler_without_the_projects_settings(redis_url, tmp_path):
-    crawler = get_crawler(Spider, {"WEBCRAWL_REDIS_URL": redis_url, "WEBCRAWL_DATA_DIR": str(tmp_path)})
-    crawler.spider = crawler._create_spider("unit")
+    runtime = runtime_for(redis_url, {"WEBCRAWL_DATA_DIR": str(tmp_path)})
+    crawler = runtime.crawler
     mw = build_from_crawler(ConditionalRequestMiddleware, crawler)
     record = build_from_crawler(RecordHashPipeline, crawler)
     store = build_from_crawler(BodyStorePipeline, crawler)
     build_from_crawler(DropUnchangedPipeline, crawler)
-    assert mw.context is record.context and store.history is record.context.history
+    assert mw.runtime is record.runtime is store.runtime is runtime  # one runtime per crawler
     assert store.change == "record" and store.max_bytes == 8 * 1024 * 1024
-    assert mw.context.trust.policy.verify_share == 0.05
+    assert mw.policy.verify_share == 0.05 and record.exact_changes
+    runtime.close()
 
 
 def test_the_whole_project_stack_from_the_command_line_with_dash_o(tmp_path, module_shop, redis_url):
     """``scrapy runspider ... -O changes.jsonl`` in the project: the Redis scheduler (which carries
-    304 verifications as JSON requests), robots.txt and SSRF middlewares, and these components."""
+    304 verifications as JSON requests), robots.txt and SSRF middlewares, and these components.
+    Between the two runs the pages are made due, as the allocator would."""
     shop = module_shop
     spider = tmp_path / "spider.py"
-    source = CRAWL.split("settings = {", 1)[0].replace(
+    urls = [shop.product(i) for i in shop.on_host(HONEST, 3, changing=False)]
+    head = CRAWL.split("settings = get_project_settings()", 1)[0].replace(
         'with open(sys.argv[1]) as source:\n    config = json.load(source)\n',
-        f"config = {json.dumps({'site_file': str(ROOT / 'webcrawl' / 'sites' / 'demo.toml'), 'port': shop.server.port, 'urls': [shop.product(i) for i in shop.on_host(HONEST, 3, changing=False)]})}\n")
-    spider.write_text(source)
+        f"config = {json.dumps({'port': shop.server.port, 'urls': urls, 'site_file': str(ROOT / 'webcrawl' / 'sites' / 'demo.toml')})}\n")
+    spider.write_text(head)
     settings = {
         "WEBCRAWL_REDIS_URL": redis_url, "WEBCRAWL_DATA_DIR": str(tmp_path / "data"),
-        "WEBCRAWL_DOMAIN_DELAY_SECONDS": "0.01", "WEBCRAWL_ALLOWED_PRIVATE_NETWORKS": "127.0.0.0/8",
-        "ITEM_PIPELINES": json.dumps({"webcrawl.pipelines.recordhash.RecordHashPipeline": 300,
-                                      "webcrawl.pipelines.bodystore.BodyStorePipeline": 400,
-                                      "webcrawl.pipelines.recordhash.DropUnchangedPipeline": 900}),
-        "DOWNLOADER_MIDDLEWARES": json.dumps({
-            "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware": None,
-            "webcrawl.middlewares.ssrf.SSRFGuardMiddleware": 45,
-            "webcrawl.middlewares.robots.RobotsMiddleware": 100,
-            "webcrawl.middlewares.conditional.ConditionalRequestMiddleware": 650}),
-        "FEED_EXPORT_FIELDS": json.dumps(EXPORTED_FIELDS), "LOG_LEVEL": "INFO",
-        # The change-detection stack alone: the cycle planner would add its own revisits of the
-        # same pages (tested in tests/test_planner*.py).
-        "EXTENSIONS": json.dumps({}), "SPIDER_MIDDLEWARES": json.dumps({}),
+        # The change-detection stack alone: the allocator would choose its own revisits of the
+        # same pages (tested with it in tests/test_allocator*.py).
+        "EXTENSIONS": json.dumps({}), "WEBCRAWL_BUDGET_ENABLED": "False", "LOG_LEVEL": "INFO",
+        "WEBCRAWL_DOMAIN_DELAY_SECONDS": 0,
+        "DOWNLOADER_MIDDLEWARES": json.dumps({**project.DOWNLOADER_MIDDLEWARES,
+                                              "webcrawl.middlewares.spacing.HostSpacingMiddleware": None}),
     }
     args = [a for k, v in settings.items() for a in ("-s", f"{k}={v}")]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     feeds = []
-    for run in ("1", "2"):
-        out = tmp_path / f"changes-{run}.jsonl"
+    view = StateView(redis_url, "demo")
+    for number in ("1", "2"):
+        out = tmp_path / f"changes-{number}.jsonl"
         done = subprocess.run([sys.executable, "-m", "scrapy", "runspider", str(spider), "-O", str(out), *args],
-                              cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+                              cwd=ROOT, env=env, capture_output=True, text=True, timeout=90)
         assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
         feeds.append([json.loads(line) for line in out.read_text().splitlines()])
+        view.make_due(urls)
+    view.close()
     assert [r["change"] for r in feeds[0]] == ["new"] * 3
     assert feeds[1] == []  # unchanged: 304s, each verified (a learning host) through the scheduler
     assert "'webcrawl/conditional/verification': 3" in done.stderr
@@ -438,8 +517,10 @@ def test_feeds_get_new_and_changed_records_only():
     """The last pipeline drops unchanged records and listing summaries (change detectors, whose
     partial rows would otherwise reach -O feeds); new and changed records pass."""
     from scrapy.exceptions import DropItem
+    from scrapy.statscollectors import MemoryStatsCollector
+    from scrapy.utils.test import get_crawler
 
-    from webcrawl.items import ListingItem, PageItem
+    from webcrawl.items import ListingItem
 
     drop = DropUnchangedPipeline(MemoryStatsCollector(get_crawler(Spider)))
     page = {"url": "http://a/p", "canonical_url": "http://a/p", "site": "s", "page_type": "product",
