@@ -21,8 +21,10 @@ from tests.test_pipelines_recordhash import (  # noqa: F401
     HONEST,
     ROOT,
     crawl,
+    files_site,
     module_redis,
     module_shop,
+    state,
 )
 from webcrawl.commands.body import Command, parse_time
 from webcrawl.demo.catalog import DAY
@@ -44,14 +46,15 @@ def scrapy(*args: str, data: Path) -> subprocess.CompletedProcess[bytes]:
 
 
 @pytest.fixture(scope="module")
-def scenario(tmp_path_factory, module_shop, module_redis) -> Scenario:
+def scenario(tmp_path_factory, module_shop, module_redis, state) -> Scenario:
     shop, (redis_url, _) = module_shop, module_redis
     tmp = tmp_path_factory.mktemp("bodycommand")
     indices = shop.on_host(HONEST, 3, changing=True)
     urls = [shop.product(i) for i in indices] + [shop.blog("/files/report.html")]
-    settings = {"WEBCRAWL_CONDITIONAL_ENABLED": False}
+    settings = {"WEBCRAWL_CONDITIONAL_ENABLED": False, "site_file": files_site(tmp)}
     times = [datetime.now(UTC).timestamp()]
     crawl(tmp, shop, redis_url, urls, "1", **settings)
+    state.make_due(urls)
     before = shop.site.now()
     shop.jump(3 * DAY)
     changed = [shop.product(i) for i in indices

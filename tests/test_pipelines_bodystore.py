@@ -1,6 +1,7 @@
 """BodyStorePipeline end to end: bodies of a real crawl of the demo shop stored only when their
-content changed (record hash, or body hash by setting), read back whole, the page history
-pointing at them; hostile bodies (empty, huge, binary, invalid UTF-8) stored faithfully."""
+content changed (record hash, or body hash by setting), read back whole, the crawl state
+pointing at each page's latest one (land operation "B"); hostile bodies (empty, huge, binary,
+invalid UTF-8) stored faithfully."""
 
 from __future__ import annotations
 
@@ -10,24 +11,28 @@ from typing import Any
 
 import pytest
 
+from tests.runtimes import host_of
 from tests.test_pipelines_recordhash import (  # noqa: F401
     DEMO_FIELDS,
     HONEST,
     ROOT,
     Crawl,
     crawl,
-    history,
+    files_site,
     module_redis,
     module_shop,
+    state,
 )
 from webcrawl.change import record_hash
 from webcrawl.parse import PageParser, rules_for_site
 from webcrawl.pipelines.bodystore import BodyStorePipeline, bodies_folder
 from webcrawl.sites import load_site_file
+from webcrawl.state.pagestore import hash_bytes
 from webcrawl.store import BodyReader, Pointer, body_hash, verify
 
 LIMIT = 1024 * 1024
 B = "webcrawl/bodies/"
+P = "webcrawl/parse/"
 
 
 @dataclass
@@ -37,14 +42,16 @@ class Scenario:
     served: dict[str, bytes]  # what the shop serves at the deterministic URLs
     crawls: list[Crawl]
     pages: dict[str, Any]
+    bodies: dict[str, tuple[str, str, float]]  # url -> (pointer, body hash, fetch time) in Redis
     folder: Any
     site_file: str
     port: int
 
 
 @pytest.fixture(scope="module")
-def scenario(tmp_path_factory, module_shop, module_redis) -> Scenario:
-    """Three crawls: record mode twice (nothing changed between them), then body mode."""
+def scenario(tmp_path_factory, module_shop, module_redis, state) -> Scenario:
+    """Three crawls: record mode twice (nothing changed between them), then body mode; before
+    the second and third every page is made due."""
     shop, (redis_url, client) = module_shop, module_redis
     tmp = tmp_path_factory.mktemp("bodystore")
     products = [shop.product(i) for i in shop.on_host(HONEST, 3)]
@@ -54,13 +61,17 @@ def scenario(tmp_path_factory, module_shop, module_redis) -> Scenario:
     urls = products + list(hostile.values())
     store = {"WEBCRAWL_CONDITIONAL_ENABLED": False, "WEBCRAWL_BODY_STORE_MAX_BYTES": LIMIT,
              "WEBCRAWL_BODY_STORE_SEGMENT_MB": 0.1, "WEBCRAWL_BODY_STORE_FSYNC": "always"}
-    crawls = [crawl(tmp, shop, redis_url, urls, "1", **store),
-              crawl(tmp, shop, redis_url, urls, "2", **store),
-              crawl(tmp, shop, redis_url, urls, "3", WEBCRAWL_BODY_STORE_CHANGE="body", **store)]
-    pages = {u: history(client, u) for u in urls}
-    site_file = str(ROOT / "webcrawl" / "sites" / "demo.toml")
-    return Scenario(products, hostile, served, crawls, pages, bodies_folder(tmp / "data", "demo"),
-                    site_file, shop.server.port)
+    site_file = files_site(tmp)
+    crawls = [crawl(tmp, shop, redis_url, urls, "1", site_file=site_file, **store)]
+    state.make_due(urls)
+    crawls.append(crawl(tmp, shop, redis_url, urls, "2", site_file=site_file, **store))
+    state.make_due(urls)
+    crawls.append(crawl(tmp, shop, redis_url, urls, "3", site_file=site_file,
+                        WEBCRAWL_BODY_STORE_CHANGE="body", **store))
+    pages = {u: state.record(u) for u in urls}
+    bodies = {u: state.pages.body(u, host_of(u)) for u in urls}
+    return Scenario(products, hostile, served, crawls, pages, bodies,
+                    bodies_folder(tmp / "data", "demo"), str(site_file), shop.server.port)
 
 
 def test_first_bodies_are_stored_and_read_back_whole(scenario):
@@ -76,9 +87,10 @@ def test_first_bodies_are_stored_and_read_back_whole(scenario):
             oldest = reader.read(versions[-1].pointer)
             assert oldest.status == 200 and oldest.content_type.startswith("text/html")
             assert dict(oldest.headers)["ETag"].startswith('"p')
-            # The stored body is the one whose record the history hashed.
+            # The stored body is the one whose record the page record hashed.
             result = parser.parse(oldest.body, url, encoding="utf-8")
-            assert record_hash(result.record, DEMO_FIELDS, {"served_at"}) == page.hash == oldest.content_hash
+            digest = record_hash(result.record, DEMO_FIELDS, {"served_at"})
+            assert digest == oldest.content_hash and hash_bytes(digest) == page.hash
 
 
 def test_unchanged_content_is_not_stored_again(scenario):
@@ -95,9 +107,8 @@ def test_body_mode_stores_what_differs_byte_for_byte(scenario):
         for url in scenario.products:
             newest = reader.lookup(url)
             assert newest is not None and newest.content_hash == body_hash(newest.body)
-            page = scenario.pages[url]
-            assert page.body == str(newest.pointer) and page.body_hash == newest.content_hash
-            assert page.body_time == newest.fetch_time
+            pointer, digest, when = scenario.bodies[url]
+            assert (pointer, digest, when) == (str(newest.pointer), newest.content_hash, newest.fetch_time)
             older = reader.lookup(url, as_of=newest.fetch_time - 1e-3)
             assert older is not None and older.fetch_time < newest.fetch_time
             assert older.body != newest.body
@@ -109,7 +120,7 @@ def test_hostile_bodies_are_stored_exactly(scenario, kind):
     with BodyReader(scenario.folder) as reader:
         stored = reader.lookup(url)
     assert stored is not None and stored.body == scenario.served[url]
-    assert scenario.pages[url].body == str(stored.pointer)
+    assert scenario.bodies[url][0] == str(stored.pointer)
 
 
 def test_a_huge_body_is_truncated_for_parsing_and_stored_within_the_limit(scenario):
@@ -119,16 +130,16 @@ def test_a_huge_body_is_truncated_for_parsing_and_stored_within_the_limit(scenar
         stored = reader.lookup(url)
     assert stored is not None and stored.body == scenario.served[url][:LIMIT]
     stats = scenario.crawls[0].stats
-    assert stats["test/parse/truncated"] == 1  # the parser saw its first parse_bytes only
-    assert stats["test/parse/pages/binary"] == 1 and stats["test/parse/encoding/broken"] == 1
-    assert stats["test/parse/pages/empty"] == 1
+    assert stats[P + "truncated"] == 1  # the parser saw its first parse_bytes only
+    assert stats[P + "pages/binary"] == 1 and stats[P + "encoding/broken"] == 1
+    assert stats[P + "pages/empty"] == 1
 
 
 def test_the_store_verifies_and_rotated_segments(scenario):
     report = verify(scenario.folder)
     assert report.ok and report.records_ok == 10 and report.torn_bytes == 0
     assert report.segments >= 3  # 100 KB segments rotate
-    assert Pointer.parse(scenario.pages[scenario.hostile["huge"]].body).length > 0
+    assert Pointer.parse(scenario.bodies[scenario.hostile["huge"]][0]).length > 0
 
 
 def test_bad_settings_are_refused(redis_client):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -175,11 +176,17 @@ class Crawl:
     stderr: str
 
 
-def crawl(tmp_path: Path, shop: Shop, redis_url: str, urls: list[str], run: str, **settings: Any) -> Crawl:
-    """One run of the demo site's spider on ``urls`` (new ones are fetched; known ones only when
-    due), with the project's settings and ``settings`` on top."""
+def crawl(tmp_path: Path, shop: Shop, redis_url: str, urls: list[str], run: str, *,
+          site_file: Path | None = None, **settings: Any) -> Crawl:
+    """One run of the demo site's spider (or that of ``site_file``) on ``urls`` (new ones are
+    fetched; known ones only when due), with the project's settings and ``settings`` on top.
+    The site's allowed hosts are the test shop's (it serves more hosts than the bundled one)."""
+    text = (site_file or ROOT / "webcrawl" / "sites" / "demo.toml").read_text()
+    hosts = ", ".join(f'"{h}"' for h in shop.server.hosts)
+    site_path = tmp_path / f"site-{run}.toml"
+    site_path.write_text(re.sub(r"(?m)^allowed_domains = .*$", f"allowed_domains = [{hosts}]", text))
     config = {
-        "site_file": str(ROOT / "webcrawl" / "sites" / "demo.toml"),
+        "site_file": str(site_path),
         "port": shop.server.port,
         "urls": urls,
         "feed": str(tmp_path / f"changes-{run}.jsonl"),
@@ -200,6 +207,23 @@ def crawl(tmp_path: Path, shop: Shop, redis_url: str, urls: list[str], run: str,
     feed_path = Path(config["feed"])
     feed = [json.loads(line) for line in feed_path.read_text().splitlines()] if feed_path.exists() else []
     return Crawl(json.loads(Path(config["stats"]).read_text()), feed, done.stderr)
+
+
+#: The shop's hostile pages (blog host) as a page type of their own, so the site's spider makes
+#: items of them too.
+FILES = """
+[[page_types]]
+name = "file"
+url_pattern = '^https?://[^/]+/(files/|legacy/|archive/|empty[.]html)'
+tier = "low"
+"""
+
+
+def files_site(folder: Path) -> Path:
+    """The demo site file with the hostile pages as page type ``file``."""
+    path = folder / "demo-files.toml"
+    path.write_text((ROOT / "webcrawl" / "sites" / "demo.toml").read_text() + FILES)
+    return path
 
 
 @pytest.fixture(scope="module")
