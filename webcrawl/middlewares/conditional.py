@@ -111,7 +111,11 @@ class ConditionalRequestMiddleware:
         if (request.method not in ("GET", "HEAD") or meta.get(M.CONDITIONAL) is False
                 or meta.get(M.PURPOSE) in SKIP_PURPOSES):
             return
-        canonical = meta.get(M.CANONICAL_URL) or self.runtime.canonical(request.url)
+        # The page the scheduler's validators belong to. A redirect copies the meta of the
+        # request before it, so after one only the URL tells which page this is.
+        owner = meta.get(M.CANONICAL_URL)
+        canonical = (owner if owner and "redirect_urls" not in meta
+                     else self.runtime.canonical(request.url))
         if M.VALIDATORS_FOR in meta:
             if meta[M.VALIDATORS_FOR] == canonical:
                 return  # a retry of our own conditional request
@@ -120,7 +124,7 @@ class ConditionalRequestMiddleware:
             del meta[M.VALIDATORS_FOR]
         if meta.get(M.VERIFY_304) or canonical is None or any(h in request.headers for h in VALIDATOR_HEADERS):
             return
-        validators = meta.get(M.VALIDATORS)
+        validators = meta.get(M.VALIDATORS) if owner == canonical else None
         if not validators or not any(validators):
             if meta.get(M.KNOWN):
                 self._skipped("no_validators")
