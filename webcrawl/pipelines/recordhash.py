@@ -12,7 +12,8 @@ nothing: the body store after it must see every item.
 A verification fetch (it re-checks a 304 without validators) is judged against the time of the
 304: a record that changed since is a lie only when the change must have come before the 304
 (the answer's ``Last-Modified`` is not after it, and the page rarely changes within the time
-between the two), never merely because the page changed in between.
+between the two), never merely because the page changed in between. Both times are read on the
+server's clock (the answers' ``Date``) where the answers carry one.
 
 Exact change times (``change_age``, seconds between the record's last change and this fetch,
 used only when the record changed and the age fits inside the interval since the previous
@@ -197,9 +198,13 @@ class RecordHashPipeline:
         fetch = item.fetch
         event: str | None = None
         if fetch.get("verify_304") is not None:
+            # The 304's time is its Date, by the server's clock: the check is dated by the same
+            # clock when its answer has a Date (a server clock off ours moves both alike).
+            answered = _date(_header(item.headers, "date"))
             event = verification_event(
                 item.change == "changed", verify_304=float(fetch["verify_304"]),
-                fetch_time=item.fetch_time, last_modified=_date(_header(item.headers, "last-modified")),
+                fetch_time=answered if answered is not None else item.fetch_time,
+                last_modified=_date(_header(item.headers, "last-modified")),
                 page_stats=fetch.get("page_stats"))
         elif fetch.get("conditional") and item.change == "unchanged":
             event = "ignored"
