@@ -16,6 +16,7 @@ import re
 import subprocess
 import sys
 import textwrap
+from email.utils import formatdate
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -419,6 +420,24 @@ def test_a_verification_that_finds_a_later_change_is_no_lie(runtime):
     assert runtime.stats.get_value("webcrawl/conditional/evidence/lied") is None
     runtime.batch.flush()
     assert runtime.hosts.validators("a.example").state == "learning"
+
+
+@pytest.mark.parametrize(("skew", "stats", "event"), [
+    (-3e7, {"changes": 0, "seconds": 1e6}, "lied"),  # server a year behind: still a second apart
+    (600.0, {"changes": 50, "seconds": 100.0}, "inconclusive"),  # ahead: still a minute apart
+])
+def test_the_time_between_a_304_and_its_check_is_read_on_the_servers_clock(runtime, skew, stats, event):
+    """The 304's time is its own Date (the server's clock); the check's answer is dated by the
+    same clock, so a server clock off ours does not make the two look further apart or closer."""
+    pipeline = _pipeline(runtime)
+    run(pipeline.process_item(_item({"name": "x"})))
+    ours = 1_800_000_000.0  # the crawl's clock when the check's answer came
+    t304 = ours + skew - 1.0 if event == "lied" else ours + skew - 60.0
+    date = formatdate(t304 + (1.0 if event == "lied" else 60.0), usegmt=True)
+    item = run(pipeline.process_item(_item({"name": "y"}, fetch_time=ours, headers={"Date": date},
+                                           fetch={"verify_304": t304, "page_stats": stats})))
+    assert item.change == "changed"
+    assert runtime.stats.get_value(f"webcrawl/conditional/evidence/{event}") == 1
 
 
 @pytest.mark.parametrize(("changed", "last_modified", "stats", "gap", "event"), [
