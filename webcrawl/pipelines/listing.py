@@ -6,9 +6,11 @@ For each :class:`~webcrawl.items.ListingItem` the summary (the listing rule's fi
 from the last listing (land operation "L", sent with the turn's write batch):
 
 - first listing: kept, nothing else (the item's own first fetch is discovery's business);
-- changed: kept, and the item, if it is a known page, becomes due at once (its revisit is moved
-  to now): its fetch observes the change. Not when the item was fetched since the previous
-  listing and found changed then (the change was seen already: ``seen``);
+- changed: kept, and the item, if it is a known page whose known changes the allocator follows
+  (its record's ``follow`` flag: where a fetch right after a change is worth its cost), becomes
+  due at once (its revisit is moved to now): its fetch observes the change. Not when the item
+  was fetched since the previous listing and found changed then (the change was seen already:
+  ``seen``);
 - unchanged: nothing. A listing's "unchanged" is no fetch of the item (its other fields may have
   moved): it neither prices the item nor counts as an observation of it.
 
