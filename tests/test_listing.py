@@ -1,24 +1,25 @@
-"""Cheap signals: listing summaries item by item (webcrawl.pipelines.listing) and sitemap lastmod
-trust (webcrawl.state.sitemaps), in a real redis-server."""
+"""Listing summaries as change detectors (webcrawl.pipelines.listing): each listed item's summary
+compared, in the item's shard, with the one kept from the last listing (land operation "L"),
+in a real redis-server. A changed summary makes a known item due at once where the allocator
+said its known changes are worth following; an unchanged one is no observation of the item."""
 
 from __future__ import annotations
 
-import pytest
-import redis
-from scrapy import Request
-from scrapy.statscollectors import StatsCollector
+from collections.abc import Iterator
 
-from tests.test_planner import Stats
+import pytest
+
+from tests.runtimes import land, runtime_for
+from webcrawl.change import record_hash
 from webcrawl.items import ListingItem, PageItem
 from webcrawl.pipelines.listing import ListingPipeline
-from webcrawl.state.history import HistoryStore
-from webcrawl.state.keys import CrawlKeys
-from webcrawl.state.pages import PageIndex
-from webcrawl.state.sitemaps import SitemapStore, parse_lastmod
+from webcrawl.runtime import CrawlRuntime
+from webcrawl.state.pagestore import interval_op, observe_op
 
-KEYS = CrawlKeys("listing")
 LISTING = "http://shop.test/category/a/"
 ITEM = "http://shop.test/product/1/x"
+HOST = "shop.test"
+S = "webcrawl/listing/"
 
 
 def listed(price: str, when: float, item: str = ITEM) -> ListingItem:
@@ -26,79 +27,103 @@ def listed(price: str, when: float, item: str = ITEM) -> ListingItem:
 
 
 @pytest.fixture
-def parts(redis_client: redis.Redis) -> tuple[ListingPipeline, HistoryStore, list[Request], StatsCollector]:
-    history, sent, stats = HistoryStore(redis_client, KEYS), list[Request](), Stats()
-    pipeline = ListingPipeline(redis_client, KEYS, history, stats, crawl=sent.append,
-                               index=PageIndex(redis_client, KEYS))
-    return pipeline, history, sent, stats
+def runtime(redis_url: str) -> Iterator[CrawlRuntime]:
+    runtime = runtime_for(redis_url)
+    yield runtime
+    runtime.close()
 
 
-def test_a_changed_summary_schedules_the_item(parts: tuple) -> None:
-    pipeline, history, sent, stats = parts
-    history.observe(ITEM, now=0.0, record_hash="r1")
-    item = listed("10", 100.0)
-    assert pipeline.process_item(item) is item and stats.get_value("webcrawl/listing/first") == 1
-    pipeline.process_item(listed("12", 200.0))
-    assert stats.get_value("webcrawl/listing/changed") == 1 and len(sent) == 1
-    request = sent[0]
-    assert request.url == ITEM and request.dont_filter and request.priority > 10_000
-    assert request.meta["webcrawl_purpose"] == "revisit" and request.meta["webcrawl_trigger"] == "listing"
+def process(pipeline: ListingPipeline, *items: ListingItem) -> None:
+    """The items of one listing page, landed with one batch."""
+    for item in items:
+        assert pipeline.process_item(item) is item  # it passes on
+    pipeline.runtime.batch.flush()
 
 
-def test_an_unchanged_summary_is_an_unchanged_observation_at_the_listing_share(
-        parts: tuple, redis_client: redis.Redis) -> None:
-    pipeline, history, sent, stats = parts
-    history.observe(LISTING, now=0.0, record_hash="l")
-    redis_client.hset(KEYS.page(LISTING), "billed", 40.0)  # 40 units a fetch of the listing
-    history.observe(ITEM, now=0.0, record_hash="r1")
-    pipeline.process_item(listed("10", 50.0))
-    for k in range(2, 5):  # the same fetch listed 4 items
-        pipeline.process_item(listed("10", 50.0, f"http://shop.test/product/{k}/y"))
-    pipeline.process_item(listed("10", 100.0))
-    record = history.get(ITEM)
-    assert stats.get_value("webcrawl/listing/observed") == 1 and sent == []
-    assert (record.visits, record.changes, record.unchanged_seconds, record.last_fetched) == (1, 0, 100.0, 100.0)
-    assert float(redis_client.hget(KEYS.page(ITEM), "billed") or 0) == pytest.approx(10.0)
-    assert PageIndex(redis_client, KEYS).dirty() == 1
+def known(runtime: CrawlRuntime, fetched_at: float, *, follow: bool, interval: float = 86_400.0) -> None:
+    """``ITEM`` as a known page fetched at ``fetched_at``, scheduled by the allocator."""
+    land(runtime, HOST, observe_op(ITEM, full=True, time=fetched_at, record_hash="aa" * 8))
+    land(runtime, HOST, interval_op(ITEM, interval, follow=follow))
 
 
-def test_no_unchanged_observation_while_a_change_is_still_to_be_seen(parts: tuple) -> None:
-    pipeline, history, sent, stats = parts
-    history.observe(ITEM, now=0.0, record_hash="r1")
-    pipeline.process_item(listed("10", 10.0))
-    pipeline.process_item(listed("12", 20.0))  # changed: a visit is due
-    pipeline.process_item(listed("12", 30.0))  # same summary, but the item was not fetched since
-    assert stats.get_value("webcrawl/listing/pending") == 1 and history.get(ITEM).visits == 0
-    history.observe(ITEM, now=40.0, record_hash="r2")  # the visit
-    pipeline.process_item(listed("12", 50.0))
-    assert stats.get_value("webcrawl/listing/observed") == 1
+def test_a_changed_summary_makes_a_followed_item_due_at_once(runtime: CrawlRuntime) -> None:
+    pipeline = ListingPipeline(runtime, runtime.stats)
+    now = runtime.clock.time()
+    known(runtime, now - 60, follow=True)
+    assert runtime.pages.get(ITEM, HOST).due == pytest.approx(now - 60 + 86_400.0)
+    process(pipeline, listed("10", now - 30))
+    assert runtime.stats.get_value(S + "first") == 1
+    process(pipeline, listed("12", now))
+    assert runtime.stats.get_value(S + "changed") == 1
+    assert runtime.pages.get(ITEM, HOST).due <= runtime.clock.time()
+    assert runtime.stats.get_value(S + "items") == 2
 
 
-def test_pages_pass_through(parts: tuple) -> None:
-    pipeline = parts[0]
+def test_a_changed_summary_leaves_an_item_not_followed_on_its_schedule(runtime: CrawlRuntime) -> None:
+    pipeline = ListingPipeline(runtime, runtime.stats)
+    now = runtime.clock.time()
+    known(runtime, now - 60, follow=False)
+    process(pipeline, listed("10", now - 30))
+    process(pipeline, listed("12", now))
+    assert runtime.stats.get_value(S + "changed") == 1
+    assert runtime.pages.get(ITEM, HOST).due == pytest.approx(now - 60 + 86_400.0)
+
+
+def test_an_unchanged_summary_is_no_observation_of_the_item(runtime: CrawlRuntime) -> None:
+    pipeline = ListingPipeline(runtime, runtime.stats)
+    now = runtime.clock.time()
+    known(runtime, now - 60, follow=True)
+    process(pipeline, listed("10", now - 30))
+    runtime.pages.take_dirty(0)
+    before = runtime.client.hget(runtime.layout.shard(HOST).pages, ITEM)
+    process(pipeline, listed("10", now), *(listed("10", now, f"http://shop.test/product/{k}/y")
+                                          for k in range(2, 5)))
+    assert runtime.stats.get_value(S + "unchanged") == 1 and runtime.stats.get_value(S + "first") == 4
+    assert runtime.client.hget(runtime.layout.shard(HOST).pages, ITEM) == before  # untouched
+    assert runtime.pages.take_dirty(0) == []  # nothing for the allocator to read again
+    assert runtime.pages.count() == 1  # listed items are not pages until fetched
+
+
+def test_a_change_the_items_fetch_already_saw_is_not_followed_again(runtime: CrawlRuntime) -> None:
+    pipeline = ListingPipeline(runtime, runtime.stats)
+    now = runtime.clock.time()
+    known(runtime, now - 100, follow=True)
+    process(pipeline, listed("10", now - 90))
+    # The item is fetched after that listing and found changed ...
+    land(runtime, HOST, observe_op(ITEM, full=True, time=now - 50, record_hash="bb" * 8))
+    due = runtime.pages.get(ITEM, HOST).due
+    # ... so the next listing's new summary shows a change already seen.
+    process(pipeline, listed("12", now))
+    assert runtime.stats.get_value(S + "seen") == 1 and runtime.stats.get_value(S + "changed") is None
+    assert runtime.pages.get(ITEM, HOST).due == due
+
+
+def test_a_changed_summary_of_an_item_never_fetched_only_updates_the_summary(runtime: CrawlRuntime) -> None:
+    pipeline = ListingPipeline(runtime, runtime.stats)
+    now = runtime.clock.time()
+    process(pipeline, listed("10", now - 10))
+    process(pipeline, listed("12", now))
+    assert runtime.stats.get_value(S + "changed") == 1 and runtime.pages.get(ITEM, HOST) is None
+    kept = runtime.client.hget(runtime.layout.shard(HOST).listing, ITEM).decode().split()
+    assert kept[0] == record_hash({"price": "12", "stock": "3"})
+    assert float(kept[1]) == pytest.approx(now) == pytest.approx(float(kept[2]))  # changed, listed
+
+
+def test_items_are_kept_in_their_own_hosts_shard(redis_url: str) -> None:
+    runtime = runtime_for(redis_url, {"WEBCRAWL_SHARDS": 8}, name="sharded")
+    pipeline = ListingPipeline(runtime, runtime.stats)
+    items = [listed("1", 1.0, f"http://h{i}.shop.test/product/{i}/x") for i in range(12)]
+    process(pipeline, *items)
+    assert runtime.stats.get_value(S + "first") == 12
+    for item in items:
+        host = item.item_url.split("/")[2]
+        assert runtime.client.hexists(runtime.layout.shard(host).listing, item.item_url)
+    assert len({runtime.layout.shard_index(i.item_url.split("/")[2]) for i in items}) > 1
+    runtime.close()
+
+
+def test_pages_and_other_items_pass_through(runtime: CrawlRuntime) -> None:
+    pipeline = ListingPipeline(runtime, runtime.stats)
     page = PageItem("http://a.test/", "http://a.test/", "shop", None, 200, 0.0)
     assert pipeline.process_item(page) is page
-
-
-@pytest.mark.parametrize(("value", "expected"), [
-    (1767225600.0, 1767225600.0), ("2026-01-01", 1767225600.0), ("2026-01-01T00:00:10Z", 1767225610.0),
-    ("2026-01-01T01:00:00+01:00", 1767225600.0), ("yesterday", None), (None, None), (True, None),
-])
-def test_parse_lastmod(value: object, expected: float | None) -> None:
-    assert parse_lastmod(value) == expected
-
-
-def test_sitemap_dates_are_trusted_only_after_they_agreed(redis_client: redis.Redis) -> None:
-    store = SitemapStore(redis_client, KEYS, min_agreements=3)
-    for k in range(2):
-        store.judge("a.test", lastmod=100.0 + k, previous_fetch=50.0, changed=True)
-    assert not store.trusted("a.test")
-    store.judge("a.test", lastmod=10.0, previous_fetch=50.0, changed=False)
-    assert store.trusted("a.test")
-    store.judge("a.test", lastmod=100.0, previous_fetch=50.0, changed=False)  # a lie
-    assert not store.trusted("a.test")
-    ruled = SitemapStore(redis_client, KEYS, mode=lambda host: "always" if host == "b.test" else "never")
-    assert ruled.trusted("b.test") and not ruled.trusted("a.test")
-    store.note({"http://a.test/1": 5.0})
-    assert store.dates(["http://a.test/1", "http://a.test/2"]) == [5.0, None]
-    assert store.all_dates() == {"http://a.test/1": 5.0}
+    assert len(runtime.batch) == 0 and runtime.stats.get_value(S + "items") is None
