@@ -1,6 +1,8 @@
-"""The cost and health middleware and its Redis side: measured cost per billing model (failed
-transfers included), running averages, the ledger, backoff held in Redis for every process,
-recovery. Real redis-server, real HTTP servers on 127.0.0.x, real crawls in subprocesses."""
+"""The cost and health middleware and the host health it keeps in Redis (land operation "A",
+webcrawl.state.hosts): measured cost per billing model (failed transfers included), settled with
+the spend bucket and booked in the cycle's ledger; backoff held in Redis for every process by
+the server's clock; health decaying as the model says; recovery. Real redis-server, real HTTP
+servers on 127.0.0.x, a real crawl in a subprocess."""
 
 from __future__ import annotations
 
@@ -12,7 +14,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import redis
 from scrapy import Request
 from scrapy.exceptions import (
     DownloadConnectionRefusedError,
@@ -22,34 +23,45 @@ from scrapy.exceptions import (
 )
 from scrapy.http import Response
 from scrapy.http.headers import Headers
-from scrapy.statscollectors import MemoryStatsCollector
 from scrapy.utils.request import request_httprepr
-from scrapy.utils.test import get_crawler
 from twisted.internet import error as net
 
 from tests.conftest import RedisServer
-from tests.crawls import REPO, finish, start_crawl, stats_of
-from webcrawl.clock import ManualClock
+from tests.crawls import REPO, finish, start_crawl, stats_of, wait_for
+from tests.runtimes import land, runtime_for
+from webcrawl import meta as M
 from webcrawl.demo.serve import start_server_process
 from webcrawl.demo.server import MultiHostServer
 from webcrawl.demo.shop import ShopSite
+from webcrawl.items import PageItem
 from webcrawl.middlewares.cost import CostHealthMiddleware, attempt_cost, retry_after_seconds
-from webcrawl.revisit import BillingModel, HealthTracker, RunningCost
-from webcrawl.state.costs import CostStore, backoff_seconds
-from webcrawl.state.frontier import Frontier
-from webcrawl.state.history import HistoryStore
-from webcrawl.state.keys import CrawlKeys
-from webcrawl.state.ledger import LedgerStore
-from webcrawl.state.seen import BloomParams
+from webcrawl.revisit import BillingModel, HealthTracker
+from webcrawl.runtime import CrawlRuntime
+from webcrawl.sites import site_from_dict
+from webcrawl.spiderloader import spider_class_for
+from webcrawl.state.hosts import attempt_op
 
-KEYS = CrawlKeys("costs")
+SITE = site_from_dict({
+    "name": "costs", "seeds": ["http://127.0.0.2/"], "allowed_domains": ["127.0.0.2"],
+    "politeness": {"user_agent": "bot (ops@example.org)"},
+    "budget": {"billing": "requests", "amount_per_cycle": 100, "cycle_seconds": 3600},
+    "page_types": [{"name": "product", "url_pattern": "/product/", "fields": {"name": "h1"}}],
+})
 
 
 @pytest.fixture(scope="module")
 def shop() -> Iterator[MultiHostServer]:
-    # Host 0 (www) is throttled: one request per 2 s, 429 with Retry-After: 2 otherwise.
-    with MultiHostServer(ShopSite(seed=3, throttle_hosts=(0,), throttle_seconds=2.0), hosts=4) as server:
+    # Host 0 (www) is throttled: one request a second, 429 with Retry-After: 1 otherwise.
+    with MultiHostServer(ShopSite(seed=3, throttle_hosts=(0,), throttle_seconds=1.0), hosts=4) as server:
         yield server
+
+
+@pytest.fixture
+def runtime(redis_url: str) -> Iterator[CrawlRuntime]:
+    """A site's crawl: the spend controller settles with the shared bucket."""
+    runtime = runtime_for(redis_url, spider=spider_class_for(SITE), name="costs")
+    yield runtime
+    runtime.close()
 
 
 def fetch(url: str, headers: dict[str, str] | None = None) -> tuple[Request, Response]:
@@ -65,17 +77,16 @@ def fetch(url: str, headers: dict[str, str] | None = None) -> tuple[Request, Res
                              body=body, request=request)
 
 
-def frontier(client: redis.Redis) -> Frontier:
-    return Frontier(client, KEYS, BloomParams(1000, 0.01), cap=100, default_delay=0.0,
-                    lease_seconds=60)
+def middleware(runtime: CrawlRuntime, billing: BillingModel, **kw: object) -> CostHealthMiddleware:
+    return CostHealthMiddleware(runtime, runtime.stats, billing=billing, **kw)  # type: ignore[arg-type]
 
 
-def middleware(client: redis.Redis, billing: BillingModel, clock: ManualClock, **kw: object
-               ) -> CostHealthMiddleware:
-    return CostHealthMiddleware(CostStore(client, KEYS, cache_seconds=0), MemoryStatsCollector(get_crawler()),
-                                billing=billing, ledger=LedgerStore(client, KEYS),
-                                hold=frontier(client).hold, canonical=lambda u: u, clock=clock,
-                                **kw)  # type: ignore[arg-type]
+def start_cycle(runtime: CrawlRuntime, tokens: float = 100.0) -> int:
+    """A cycle to book into, and a bucket holding ``tokens`` (no refill)."""
+    cycle = runtime.ledger.start_cycle(budget=1e9, cycle_seconds=3600, now=runtime.clock.time())
+    runtime.cycle = cycle.id
+    runtime.bucket.configure(0.0, 1e9, cycle.id, tokens=tokens)
+    return cycle.id
 
 
 @pytest.mark.parametrize(("billing", "ok", "failed"), [
@@ -99,29 +110,38 @@ def test_retry_after_seconds_or_http_date() -> None:
     assert retry_after_seconds(Headers({}), 0.0) is None
 
 
-def test_backoff_is_exponential_capped_and_retry_after_first() -> None:
-    assert [backoff_seconds(n, None, 2.0, 30.0) for n in (1, 2, 3, 4, 5)] == [2, 4, 8, 16, 30]
-    assert backoff_seconds(4, 5.0, 2.0, 30.0) == 5.0
-    assert backoff_seconds(1, 9999.0, 2.0, 30.0) == 30.0
+def test_backoff_is_exponential_capped_and_retry_after_first(runtime: CrawlRuntime) -> None:
+    def bad(retry_after: float | None = None) -> tuple[int, float]:
+        streak, _, hold, _ = land(runtime, "a.test", attempt_op(
+            False, retry_after=retry_after, base=2.0, maximum=30.0, half_life=600.0, time=1.8e9))
+        return int(streak), float(hold)
+
+    assert [bad() for _ in range(5)] == [(1, 2.0), (2, 4.0), (3, 8.0), (4, 16.0), (5, 30.0)]
+    assert bad(5.0) == (6, 5.0) and bad(9999.0) == (7, 30.0)
+    good = land(runtime, "a.test", attempt_op(True, retry_after=None, base=2.0, maximum=30.0,
+                                              half_life=600.0, time=1.8e9))
+    assert [int(good[0]), int(good[1]), float(good[2])] == [0, 7, 0.0]  # streak over, was 7
+    assert bad() == (1, 2.0)
 
 
-def test_running_averages_and_health_follow_the_model(redis_client: redis.Redis) -> None:
-    store = CostStore(redis_client, KEYS, alpha=0.25, penalty=4.0, half_life_seconds=100.0,
-                      cache_seconds=0)
-    model = RunningCost(alpha=0.25)
-    for outcome, size in [("full", 1000), ("full", 3000), ("failed", 200), ("not_modified", 150),
-                          ("full", 2000), ("full", 8000), ("failed", 100), ("full", 1000)]:
-        store.record("product", outcome, size, billed=size)
-        model.observe(outcome, size)
-    assert store.profile("product", 50_000) == pytest.approx(model.profile(50_000))
-    assert store.profile("unknown", 50_000).full_bytes == 50_000
+def test_health_follows_the_health_model_and_holds_by_the_server_clock(runtime: CrawlRuntime) -> None:
     tracker = HealthTracker(penalty=4.0, half_life_seconds=100.0)
-    for now, ok in [(0.0, True), (10.0, False), (11.0, False), (50.0, True), (400.0, True)]:
-        store.observe_health("a.test", ok, now)
-        tracker.observe(ok, now)
-        assert store.multiplier("a.test", now) == pytest.approx(tracker.multiplier(now))
-    assert store.multiplier("a.test", 5000.0) == pytest.approx(tracker.multiplier(5000.0))
-    assert store.multiplier("never-seen.test", 0.0) == 1.0
+    t0 = 1.8e9
+    for at, ok in [(0.0, True), (10.0, False), (11.0, False), (50.0, True), (400.0, True), (405.0, False)]:
+        before = runtime.clock.time()
+        land(runtime, "a.test", attempt_op(ok, retry_after=None, base=1.0, maximum=60.0,
+                                           half_life=100.0, time=t0 + at))
+        after = runtime.clock.time()
+        tracker.observe(ok, t0 + at)
+        runtime.hosts._health.drop("a.test")
+        health = runtime.hosts.health("a.test")
+        assert health.bad_rate(t0 + at, 100.0) == pytest.approx(tracker.bad_rate(t0 + at))
+        if not ok:  # the hold is from now by the server's clock, not the attempt's time
+            assert before + 1.0 - 0.05 <= health.until <= after + 2.0 + 0.05
+    for later in (500.0, 5000.0):
+        assert runtime.hosts.health("a.test").bad_rate(t0 + later, 100.0) == pytest.approx(
+            tracker.bad_rate(t0 + later))
+    assert runtime.hosts.health("never-seen.test").bad_rate(t0, 100.0) == 0.0
 
 
 @pytest.mark.parametrize(("cut", "refused"), [
@@ -129,100 +149,112 @@ def test_running_averages_and_health_follow_the_model(redis_client: redis.Redis)
     (net.ConnectionLost(), net.ConnectionRefusedError()),  # Twisted's own
 ])
 @pytest.mark.parametrize("billing", list(BillingModel))
-def test_each_attempt_costs_its_billing_unit(shop: MultiHostServer, redis_client: redis.Redis,
+def test_each_attempt_costs_its_billing_unit(shop: MultiHostServer, runtime: CrawlRuntime,
                                              billing: BillingModel, cut: Exception, refused: Exception) -> None:
-    clock = ManualClock()
-    mw = middleware(redis_client, billing, clock)
-    ledger = LedgerStore(redis_client, KEYS)
-    cycle = ledger.start_cycle(budget=1e9, cycle_seconds=3600, now=clock.time())
-    history = HistoryStore(redis_client, KEYS)
+    mw = middleware(runtime, billing)
+    cycle = start_cycle(runtime)
     request, response = fetch(shop.site.product_url(1))  # type: ignore[attr-defined]
-    request.meta.update(webcrawl_purpose="revisit", webcrawl_page_type="product", webcrawl_reserved=5.0)
-    history.observe(request.url, now=clock.time(), record_hash="h", page_type="product")
+    request.meta.update({M.PURPOSE: "revisit", M.PAGE_TYPE: "product", M.CHARGED: 5.0})
     logged = shop.log()[-1].bytes
     mw.process_response(request, response)
+    answered = request.meta[M.BILLED]
     # A failed transfer: the connection was cut after the request went out.
     mw.process_exception(request, cut)
     # No connection at all: nothing on the wire.
     mw.process_exception(request, refused)
     # Not a network error (a middleware refused the request): not an attempt.
     mw.process_exception(request, IgnoreRequest())
+    runtime.batch.flush()
     sent = len(request_httprepr(request))
     expected = {
         BillingModel.BANDWIDTH: [sent + logged, sent, 0],
         BillingModel.CREDITS: [1, 0, 0],
         BillingModel.REQUESTS: [1, 1, 1],
     }[billing]
-    numbers = ledger.numbers(cycle.id)
+    numbers = runtime.ledger.numbers(cycle)
     assert numbers["booked"] == pytest.approx(sum(expected))
-    assert numbers["fetches:product"] == 3
+    assert numbers["fetches:product"] == 3 and numbers["cost:product"] == pytest.approx(sum(expected))
     assert numbers["spent:revisit"] == pytest.approx(sum(expected))
-    assert numbers["in_flight"] == pytest.approx(-5.0)  # the reservation released once, not thrice
-    assert mw.stats.get_value("webcrawl/cost/total") == pytest.approx(sum(expected))
-    assert mw.stats.get_value("webcrawl/cost/attempts/failed") == 2
-    page = redis_client.hgetall(KEYS.page(request.url))
-    assert float(page[b"billed"]) == pytest.approx(sum(expected))
-    assert int(page[b"failed"]) == 2 and float(page[b"failed_bytes"]) == sent
-    means = CostStore(redis_client, KEYS).means("product")
-    assert means["full"] == sent + logged and means["failure"] == pytest.approx(2 / 3)
+    assert runtime.stats.get_value("webcrawl/cost/total") == pytest.approx(sum(expected))
+    assert runtime.stats.get_value("webcrawl/cost/attempts/failed") == 2
+    # The page's own cost is its answer's (failed attempts price the host, not the page) ...
+    assert answered == request.meta[M.BILLED] == expected[0]
+    assert request.meta[M.WIRE_BYTES] == sent + logged
+    # ... and the bucket got back what the wallet paid beyond what the attempts cost.
+    assert runtime.bucket.read().tokens == pytest.approx(100.0 + 5.0 - sum(expected))
+    assert request.meta[M.CHARGED] == 0.0  # settled once, not thrice
 
 
-def test_a_304_is_measured_as_not_modified(shop: MultiHostServer, redis_client: redis.Redis) -> None:
-    mw = middleware(redis_client, BillingModel.BANDWIDTH, ManualClock())
+def test_a_304_is_measured_as_not_modified_and_unbooked_without_a_cycle(
+        shop: MultiHostServer, runtime: CrawlRuntime) -> None:
+    mw = middleware(runtime, BillingModel.BANDWIDTH)
     url = shop.site.product_url(2)  # type: ignore[attr-defined]
     etag = (fetch(url)[1].headers.get(b"ETag") or b"").decode()
     request, response = fetch(url, {"If-None-Match": etag})
     assert response.status == 304
     mw.process_response(request, response)
-    assert mw.stats.get_value("webcrawl/cost/attempts/not_modified") == 1
-    assert mw.stats.get_value("webcrawl/cost/unbooked") == 1  # no cycle started
+    assert runtime.stats.get_value("webcrawl/cost/attempts/not_modified") == 1
+    assert runtime.stats.get_value("webcrawl/cost/unbooked") == 1  # no cycle started
+    assert request.meta[M.BILLED] == len(request_httprepr(request)) + shop.log()[-1].bytes
 
 
-def test_429_holds_the_domain_for_every_process_and_health_recovers(
-        shop: MultiHostServer, redis_client: redis.Redis, redis_server: RedisServer) -> None:
-    clock = ManualClock(start=1_800_000_000.0)
-    mw = middleware(redis_client, BillingModel.REQUESTS, clock, backoff_base=1.0, backoff_max=60.0)
-    www = shop.base_url(0) + "/"
-    fetch(www)  # uses the throttle's one request
-    request, response = fetch(www)
-    assert response.status == 429 and response.headers[b"Retry-After"] == b"2"
-    mw.process_response(request, response)
-    host = shop.hosts[0]
-    held = float(redis_client.hget(KEYS.next, host) or 0)
-    assert held == clock.time() + 2.0
-    store = CostStore(redis_client, KEYS, cache_seconds=0)
-    assert store.multiplier(host, clock.time()) == pytest.approx(5.0)  # 1 + 4 x one bad in one
-    # Another process, with its own connection, cannot pop the host before the hold ends.
+def test_429_holds_the_host_for_every_process_and_health_recovers(
+        shop: MultiHostServer, runtime: CrawlRuntime, redis_server: RedisServer) -> None:
+    mw = middleware(runtime, BillingModel.REQUESTS, backoff_base=1.0, backoff_max=60.0)
+    host, www = shop.hosts[0], shop.base_url(0) + "/"
+    # Work waits for the host in the crawl's queue (pushed by another process).
     script = (
-        "import sys, redis\n"
-        "from webcrawl.state.frontier import Entry, Frontier\n"
-        "from webcrawl.state.keys import CrawlKeys\n"
-        "from webcrawl.state.seen import BloomParams\n"
-        "f = Frontier(redis.Redis(unix_socket_path=sys.argv[1]), CrawlKeys('costs'),\n"
-        "             BloomParams(1000, 0.01), cap=100, default_delay=0.0, lease_seconds=60)\n"
-        f"f.flush([Entry({host!r}, 0.0, '{{\"url\": \"x\"}}')], [], {clock.time()})\n"
-        "for now in map(float, sys.argv[2:]):\n"
-        "    print(len(f.pop(now).items))\n"
+        "import sys, time\n"
+        "from webcrawl.state.client import connect\n"
+        "from webcrawl.state.layout import CrawlLayout\n"
+        "from webcrawl.state.queue import CrawlQueue, Entry\n"
+        "from webcrawl.state.scripts import ScriptSet\n"
+        "client, _, _ = connect(sys.argv[1])\n"
+        "layout = CrawlLayout('costs', 1)\n"
+        "queue = CrawlQueue(client, ScriptSet(client), layout, cap=0, default_delay=0.0, lease_seconds=60)\n"
+        "if sys.argv[2] == 'push':\n"
+        f"    queue.push(layout.shard({host!r}), [Entry({host!r}, 0, '{{\"url\": \"x\"}}')], 1)\n"
+        "else:\n"
+        "    popped = queue.pop(0, 'other', 0, 1, 'nd')\n"
+        "    print(len(popped.items), repr(popped.now))\n"
     )
-    out = subprocess.run([sys.executable, "-c", script, str(redis_server.socket),
-                          str(clock.time() + 1.9), str(clock.time() + 2.0)],
-                         cwd=REPO, capture_output=True, text=True, check=True).stdout.split()
-    assert out == ["0", "1"]
+
+    def other_process(action: str) -> str:
+        return subprocess.run([sys.executable, "-c", script, redis_server.url, action], cwd=REPO,
+                              capture_output=True, text=True, check=True).stdout
+
+    other_process("push")
+    fetch(www)  # uses the throttle's one request a second
+    request, response = fetch(www)
+    assert response.status == 429 and response.headers[b"Retry-After"] == b"1"
+    before = runtime.clock.time()
+    mw.process_response(request, response)
+    runtime.batch.flush()
+    held = float(runtime.client.hget(runtime.layout.shard(host).next, host))
+    assert before + 1.0 - 0.05 <= held <= runtime.clock.time() + 1.0 + 0.05
+    assert other_process("pop").split()[0] == "0", "the host is held"
+    popped: list[str] = []
+    wait_for(lambda: popped.append(other_process("pop")) or popped[-1].split()[0] == "1", 10,
+             "the host's turn after the hold")
+    assert float(popped[-1].split()[1]) >= held  # not one moment before, by the server's clock
+    assert runtime.hosts.health(host).bad_rate(runtime.clock.time(), 600.0) == pytest.approx(1.0, abs=0.01)
     # More bad outcomes without Retry-After: exponential backoff.
-    clock.advance(3)
     mw.process_exception(request, DownloadTimeoutError())
-    assert float(redis_client.hget(KEYS.next, host) or 0) == clock.time() + 2.0  # 1 x 2 ** (2 - 1)
-    # A good answer ends the streak; the multiplier decays back to 1.
-    clock.advance(3)
+    before = runtime.clock.time()
+    runtime.batch.flush()
+    held = float(runtime.client.hget(runtime.layout.shard(host).next, host))
+    assert before + 2.0 - 0.05 <= held <= runtime.clock.time() + 2.0 + 0.05  # 1 x 2 ** (2 - 1)
+    # A good answer ends the streak; the bad rate decays back to 0.
     good = fetch(shop.base_url(1) + "/")[1]
     mw.process_response(request, good)  # as if www had answered it
-    assert mw.stats.get_value("webcrawl/health/recovered") == 1
-    assert store.health(host).streak == 0
-    clock.advance(6 * 3600)
-    assert store.multiplier(host, clock.time()) == pytest.approx(1.0, abs=1e-6)
-    assert mw.stats.get_value("webcrawl/health/backoff") == 2
-    assert mw.stats.get_value("webcrawl/health/bad/429") == 1
-    assert mw.stats.get_value("webcrawl/health/bad/timeout") == 1
+    runtime.batch.flush()
+    assert runtime.stats.get_value("webcrawl/health/recovered") == 1
+    runtime.hosts._health.drop(host)
+    assert runtime.hosts.health(host).streak == 0
+    assert runtime.hosts.health(host).bad_rate(runtime.clock.time() + 6 * 3600, 600.0) == pytest.approx(0.0, abs=1e-6)
+    stats = runtime.stats
+    assert (stats.get_value("webcrawl/health/backoff"), stats.get_value("webcrawl/health/backoff/retry_after"),
+            stats.get_value("webcrawl/health/bad/429"), stats.get_value("webcrawl/health/bad/timeout")) == (2, 1, 1, 1)
 
 
 def test_a_real_crawl_waits_out_retry_after(redis_url: str, tmp_path: Path) -> None:
@@ -257,21 +289,25 @@ def test_a_real_crawl_waits_out_retry_after(redis_url: str, tmp_path: Path) -> N
     assert stats["webcrawl/health/bad/connection"] == 3
 
 
-def test_verdicts_and_304s_are_counted_in_the_cycle(shop: MultiHostServer, redis_client: redis.Redis) -> None:
-    from webcrawl.items import PageItem
-
-    clock = ManualClock()
-    mw = middleware(redis_client, BillingModel.CREDITS, clock)
-    ledger = LedgerStore(redis_client, KEYS)
-    cycle = ledger.start_cycle(budget=100, cycle_seconds=3600, now=clock.time())
+def test_verdicts_and_304s_are_counted_in_the_cycle(shop: MultiHostServer, runtime: CrawlRuntime) -> None:
+    mw = middleware(runtime, BillingModel.CREDITS)
+    cycle = start_cycle(runtime)
     for change in ("new", "changed", "unchanged", None):
         mw.item_verdict(PageItem("u", "u", "shop", "product", 200, 0.0, change=change))  # type: ignore[arg-type]
     mw.item_verdict({"not": "a page"})
     url = shop.site.product_url(3)  # type: ignore[attr-defined]
     etag = (fetch(url)[1].headers.get(b"ETag") or b"").decode()
     request, response = fetch(url, {"If-None-Match": etag})
-    request.meta.update(webcrawl_page_type="product", webcrawl_validators_for=url)
+    request.meta.update({M.PAGE_TYPE: "product", M.VALIDATORS_FOR: url})
     mw.process_response(request, response)
-    numbers = ledger.numbers(cycle.id)
+    runtime.batch.flush()
+    numbers = runtime.ledger.numbers(cycle)
     assert (numbers["new:product"], numbers["changed:product"], numbers["unchanged:product"]) == (1, 1, 2)
     assert numbers["fetches:product"] == 1 and numbers["booked"] == 1  # a 304 is a paid answer
+
+
+def test_bad_backoff_settings_are_refused(redis_url: str) -> None:
+    runtime = runtime_for(redis_url, {"WEBCRAWL_BACKOFF_BASE_SECONDS": 10, "WEBCRAWL_BACKOFF_MAX_SECONDS": 5})
+    with pytest.raises(ValueError, match="expected 0 < base <= max"):
+        CostHealthMiddleware.from_crawler(runtime.crawler)
+    runtime.close()
