@@ -1,39 +1,30 @@
-"""Value overrides per page type (issue 5, item 1): ``value_rules`` (URL) and ``value_field``
-(a record field) in the site file, validated, and used by the real priority middleware and the
-cycle planner's scoring, with the record field's tier stored at record-hash time (real Redis)."""
+"""Value overrides per page type: ``value_rules`` (URL) and ``value_field`` (a record field) in the
+site file, validated; the tier they give a page stored in its record (``tier``) by the
+record-hash pipeline through the land script (real Redis), read by the allocation's value of
+each page; URL rules also score new links in the priority middleware."""
 
 from __future__ import annotations
 
 import copy
 import textwrap
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-import redis
 from scrapy import Request
-from scrapy.statscollectors import MemoryStatsCollector
-from scrapy.utils.test import get_crawler
 
-from webcrawl.change import FetchNotes, TrustPolicy
-from webcrawl.clock import ManualClock
-from webcrawl.extensions._planner_score import TIER_VALUES, Scoring, score_and_plan, values
+from tests.runtimes import run, runtime_for
+from webcrawl.extensions._alloc_plan import TIER_VALUES, AllocInput, plan
 from webcrawl.items import PageItem
-from webcrawl.middlewares.conditional import ChangeContext
 from webcrawl.middlewares.priority import PriorityMiddleware
-from webcrawl.parse import Canonicalizer
 from webcrawl.pipelines.recordhash import RecordHashPipeline
-from webcrawl.revisit import GammaPrior, Reserves
-from webcrawl.revisit.cost import BillingModel
+from webcrawl.revisit import GammaPrior
+from webcrawl.runtime import CrawlRuntime
 from webcrawl.sites import SiteConfigError, load_site_file, site_from_dict
-from webcrawl.state.costs import CostStore
-from webcrawl.state.history import HistoryStore
-from webcrawl.state.keys import CrawlKeys
-from webcrawl.state.pages import PageIndex
-from webcrawl.state.trust import TrustStore
+from webcrawl.state.records import unpack_many
 
-KEYS = CrawlKeys("value")
 DAY = 86_400.0
 TIER = "a tier 1 to 4 or one of 'low', 'normal', 'high', 'critical'"
 DOC: dict[str, Any] = {
@@ -164,89 +155,90 @@ def test_the_toml_syntax_of_the_docs_loads(tmp_path: Path) -> None:
     assert product.value_field is not None and dict(product.value_field.tiers) == {"Best seller": 4, "Clearance": 1}
 
 
-# -- where value is computed: request scoring and the planner (real Redis) ----------------------------
+# -- where value is used: the page record, the allocation, new links (real Redis) -------------------
 
 
-def pipeline(client: redis.Redis) -> RecordHashPipeline:
-    context = ChangeContext(HistoryStore(client, KEYS),
-                            TrustStore(client, KEYS, TrustPolicy(earn_after=1), ManualClock()),
-                            FetchNotes(), Canonicalizer())
-    return RecordHashPipeline(context, MemoryStatsCollector(get_crawler()), site=SITE)
+@pytest.fixture
+def runtime(redis_url: str) -> Iterator[CrawlRuntime]:
+    runtime = runtime_for(redis_url)
+    yield runtime
+    runtime.close()
 
 
-def fetch_three_equal_pages(client: redis.Redis) -> RecordHashPipeline:
-    """Three product pages with identical histories (three fetches, one change); one of them
-    on a featured URL, one whose record says it is a best seller."""
-    pipe = pipeline(client)
+def page(url: str, fetch_time: float, name: str, badge: str, page_type: str = "product") -> PageItem:
+    return PageItem(url=url, canonical_url=url, site="shop", page_type=page_type, status=200,
+                    fetch_time=fetch_time, body=b"x" * 100, record={"name": name, "badge": badge})
+
+
+def fetch_three_equal_pages(runtime: CrawlRuntime) -> RecordHashPipeline:
+    """Three product pages with identical histories (three fetches, one change, the same cost);
+    one of them on a featured URL, one whose record says it is a best seller."""
+    pipe = RecordHashPipeline(runtime, runtime.stats, site=SITE)
     for t, version in [(0.0, "a"), (DAY, "b"), (2 * DAY, "b")]:
         for url, badge in [(PLAIN, "New"), (FEATURED, "New"), (BEST, "Best seller")]:
-            pipe.process_item(PageItem(url=url, canonical_url=url, site="shop", page_type="product",
-                                       status=200, fetch_time=t, body=b"x" * 100,
-                                       record={"name": version, "badge": badge}))
+            item = page(url, t, version, badge)
+            item.fetch["billed"] = 1.0
+            run(pipe.process_item(item))
     return pipe
 
 
-def test_the_pipeline_stores_the_override_tier_in_the_page_history(redis_client: redis.Redis) -> None:
-    pipe = fetch_three_equal_pages(redis_client)
-    stored = {u: redis_client.hget(KEYS.page(u), "value_tier") for u in (PLAIN, FEATURED, BEST)}
-    assert stored == {PLAIN: b"0", FEATURED: b"3", BEST: b"4"}
+def tiers(runtime: CrawlRuntime, *urls: str) -> dict[str, int]:
+    return {u: runtime.pages.get(u, "shop.test").tier for u in urls}
+
+
+def test_the_pipeline_stores_the_override_tier_in_the_page_record(runtime: CrawlRuntime) -> None:
+    pipe = fetch_three_equal_pages(runtime)
+    assert tiers(runtime, PLAIN, FEATURED, BEST) == {PLAIN: 0, FEATURED: 3, BEST: 4}  # 0: none
     blog = "http://shop.test/blog/1"
-    pipe.process_item(PageItem(url=blog, canonical_url=blog, site="shop", page_type="blog",
-                               status=200, fetch_time=0.0, record={"badge": "Best seller"}))
-    assert redis_client.hget(KEYS.page(blog), "value_tier") is None  # no overrides: nothing stored
+    run(pipe.process_item(page(blog, 0.0, "x", "Best seller", page_type="blog")))
+    assert tiers(runtime, blog) == {blog: 0}  # no overrides for its type: nothing given
     # A best seller no longer one: its stored tier goes back to none.
-    pipe.process_item(PageItem(url=BEST, canonical_url=BEST, site="shop", page_type="product",
-                               status=200, fetch_time=3 * DAY, record={"name": "b", "badge": "New"}))
-    assert redis_client.hget(KEYS.page(BEST), "value_tier") == b"0"
+    run(pipe.process_item(page(BEST, 3 * DAY, "b", "New")))
+    assert tiers(runtime, BEST) == {BEST: 0}
 
 
-def test_url_rule_and_best_seller_pages_outrank_equal_pages_in_request_scoring(redis_client: redis.Redis) -> None:
-    fetch_three_equal_pages(redis_client)
-    clock = ManualClock(3 * DAY)
-    mw = PriorityMiddleware(CostStore(redis_client, KEYS, cache_seconds=0), HistoryStore(redis_client, KEYS),
-                            MemoryStatsCollector(get_crawler()), billing=BillingModel.REQUESTS, site=SITE,
-                            prior=GammaPrior.from_mean(1 / (7 * DAY)), clock=clock)
-    scored = {}
-    for url in (PLAIN, FEATURED, BEST):
-        request = mw.get_processed_request(Request(url, meta={"webcrawl_purpose": "revisit"}), None)
-        assert request is not None
-        scored[url] = (request.meta["webcrawl_priority"], request.priority)
-    assert mw.stats.get_value("webcrawl/priority/known") == 3
-    assert scored[FEATURED][0] == pytest.approx(scored[PLAIN][0] * TIER_VALUES[3] / TIER_VALUES[2])
-    assert scored[BEST][0] == pytest.approx(scored[PLAIN][0] * TIER_VALUES[4] / TIER_VALUES[2])
-    assert scored[PLAIN][1] < scored[FEATURED][1] < scored[BEST][1]
-    # New links: the URL rule applies before any fetch; a record field cannot yet.
+def allocation_input(runtime: CrawlRuntime, urls: list[str], budget_rate: float) -> AllocInput:
+    """The allocation's input for ``urls`` as the allocator reads it: the pages' records."""
+    rows = unpack_many(runtime.pages.raw_records(0, urls))
+    n = len(urls)
+    return AllocInput(
+        rows=rows, host=np.zeros(n, dtype=np.intp), delay=np.array([1.0]), hold_until=np.zeros(1),
+        health=np.ones(1), sitemap_trusted=np.zeros(1, dtype=bool), seed=np.zeros(n, dtype=bool),
+        now=3 * DAY, budget_rate=budget_rate, period=60.0, cycle_seconds=DAY, sitemap_seconds=DAY,
+        shares={"discovery": 0.0, "reestimation": 0.0, "verification": 0.0, "detectors": 0.0},
+        type_tier={runtime.types.id(t.name): t.tier for t in SITE.page_types},
+        listing_types=frozenset(), prior=GammaPrior.from_mean(1 / (7 * DAY)), default_cost=1.0,
+        backlog=0.0, seed_rng=0)
+
+
+def test_url_rule_and_best_seller_pages_outrank_equal_pages_in_the_allocation(runtime: CrawlRuntime) -> None:
+    fetch_three_equal_pages(runtime)
+    urls = [PLAIN, FEATURED, BEST]
+    result = plan(allocation_input(runtime, urls, budget_rate=2.0 / DAY))
+    assert dict(zip(urls, result.value.tolist())) == {
+        PLAIN: TIER_VALUES[2], FEATURED: TIER_VALUES[3], BEST: TIER_VALUES[4]}  # none: the type's
+    assert np.allclose(result.rate, result.rate[0]) and np.allclose(result.cost, 1.0)  # all equal
+    interval = dict(zip(urls, result.interval.tolist()))
+    assert interval[BEST] < interval[FEATURED] < interval[PLAIN], interval
+    # The override goes when the page loses it: the allocation follows the record.
+    pipe = RecordHashPipeline(runtime, runtime.stats, site=SITE)
+    run(pipe.process_item(page(BEST, 3 * DAY, "b", "New")))
+    again = plan(allocation_input(runtime, urls, budget_rate=2.0 / DAY))
+    assert again.value[2] == TIER_VALUES[2]
+
+
+def test_url_rules_outrank_equal_new_links_in_request_scoring() -> None:
+    """New links: the URL rule applies before any fetch; a record field cannot yet."""
+    from scrapy.statscollectors import MemoryStatsCollector
+    from scrapy.utils.test import get_crawler
+
+    mw = PriorityMiddleware(MemoryStatsCollector(get_crawler()), site=SITE,
+                            prior=GammaPrior.from_mean(1 / (7 * DAY)))
     links = [mw.get_processed_request(Request(u), None) for u in
-             ("http://shop.test/product/plain-9", "http://shop.test/product/featured-9")]
-    assert links[0] is not None and links[1] is not None
-    assert links[1].meta["webcrawl_priority"] == pytest.approx(
-        links[0].meta["webcrawl_priority"] * TIER_VALUES[3] / TIER_VALUES[2])
-    assert links[0].priority < links[1].priority
-
-
-def test_url_rule_and_best_seller_pages_outrank_equal_pages_in_the_planner(redis_client: redis.Redis) -> None:
-    fetch_three_equal_pages(redis_client)
-    index = PageIndex(redis_client, KEYS)
-    index.mark([PLAIN, FEATURED, BEST], now=0.0)
-    assert index.sync(now=1.0) == 3
-    columns = index.load()
-    urls = index.urls(columns.ids)
-    assert columns.tiers is not None
-    assert dict(zip(urls, columns.tiers.tolist())) == {PLAIN: 0, FEATURED: 3, BEST: 4}
-    scoring = Scoring(budget=2.0, cycle_seconds=DAY, reserves=Reserves(0.0, 0.0, 0.0),
-                      tiers={t.name: t.tier for t in SITE.page_types})
-    assert dict(zip(urls, values(columns, scoring).tolist())) == {
-        PLAIN: TIER_VALUES[2], FEATURED: TIER_VALUES[3], BEST: TIER_VALUES[4]}
-    plan, pages = score_and_plan(columns, scoring, now=3 * DAY, rng=np.random.default_rng(0))
-    score = dict(zip(urls, pages.scores(scoring.objective).tolist()))
-    assert score[PLAIN] < score[FEATURED] < score[BEST]
-    assert [urls[i] for i in plan.revisit] == [BEST, FEATURED]  # a budget for two: not the plain one
-    # The override goes when the page loses it: the index follows the history.
-    pipeline(redis_client).process_item(PageItem(
-        url=BEST, canonical_url=BEST, site="shop", page_type="product", status=200,
-        fetch_time=3 * DAY, record={"name": "b", "badge": "New"}))
-    index.mark([BEST], now=3 * DAY)
-    index.sync(now=3 * DAY + 1)
-    columns = index.load()
-    assert dict(zip(index.urls(columns.ids), columns.tiers.tolist()))[BEST] == 0
-    assert not redis_client.hexists(KEYS.pages_prefix + "tiers", str(int(columns.ids[urls.index(BEST)])))
+             ("http://shop.test/product/plain-9", "http://shop.test/product/featured-9",
+              "http://shop.test/blog/9")]
+    assert all(link is not None for link in links)
+    plain, featured, blog = (link.meta["webcrawl_priority"] for link in links)  # type: ignore[union-attr]
+    assert featured == pytest.approx(plain * TIER_VALUES[3] / TIER_VALUES[2])
+    assert blog == pytest.approx(plain * TIER_VALUES[1] / TIER_VALUES[2])
+    assert links[2].priority < links[0].priority < links[1].priority  # type: ignore[union-attr]
