@@ -4,7 +4,9 @@ For projects that keep another scheduler (Scrapy's own, with ``JOBDIR``, say) bu
 shared filter: the crawl's bloom filter slices in Redis (one per shard, by host), canonical URLs
 (w3lib), a local cache of URLs known seen, ``dont_filter`` honoured by the scheduler as usual. Each
 URL not in the local cache costs one blocking round trip; webcrawl's own scheduler batches them
-instead.
+instead. Like the scheduler, it records the filter's size when the crawl's first user opens it and
+refuses to use a filter sized otherwise (``WEBCRAWL_BLOOM_CAPACITY`` / ``WEBCRAWL_BLOOM_ERROR_RATE``
+/ ``WEBCRAWL_SHARDS`` changed).
 """
 
 from __future__ import annotations
@@ -47,6 +49,8 @@ class BloomDupeFilter(BaseDupeFilter):
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
         runtime = CrawlRuntime.of(crawler)
+        # As the scheduler does: a filter sized otherwise would take every URL for a new one.
+        runtime.queue.check_seen_filter(runtime.bloom)
         filters = [SeenFilter(runtime.client, shard.seen, runtime.bloom)
                    for shard in runtime.layout.all_shards]
         return cls(filters, runtime.layout, stats=crawler.stats,
