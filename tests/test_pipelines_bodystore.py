@@ -15,7 +15,6 @@ from tests.runtimes import host_of
 from tests.test_pipelines_recordhash import (  # noqa: F401
     DEMO_FIELDS,
     HONEST,
-    ROOT,
     Crawl,
     crawl,
     files_site,
@@ -52,7 +51,7 @@ class Scenario:
 def scenario(tmp_path_factory, module_shop, module_redis, state) -> Scenario:
     """Three crawls: record mode twice (nothing changed between them), then body mode; before
     the second and third every page is made due."""
-    shop, (redis_url, client) = module_shop, module_redis
+    shop, (redis_url, _) = module_shop, module_redis
     tmp = tmp_path_factory.mktemp("bodystore")
     products = [shop.product(i) for i in shop.on_host(HONEST, 3)]
     hostile = {"binary": shop.blog("/files/report.html"), "latin": shop.blog("/legacy/latin.html"),

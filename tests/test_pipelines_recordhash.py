@@ -28,7 +28,7 @@ from scrapy import Spider
 from scrapy.exceptions import NotConfigured
 from scrapy.utils.misc import build_from_crawler
 
-from tests.runtimes import StateView, land, run, runtime_for
+from tests.runtimes import StateView, run, runtime_for
 from webcrawl import settings as project
 from webcrawl.change import record_hash
 from webcrawl.demo.catalog import DAY
@@ -45,8 +45,7 @@ from webcrawl.pipelines.recordhash import (
 )
 from webcrawl.sites import load_site_file
 from webcrawl.sites.schema import Trust, TrustRule
-from webcrawl.state.hosts import validator_op
-from webcrawl.state.pagestore import hash_bytes, observe_op
+from webcrawl.state.pagestore import hash_bytes
 
 ROOT = Path(__file__).resolve().parents[1]
 HOSTS = 5  # www, three catalog shards (honest, ignoring validators, lying), blog
