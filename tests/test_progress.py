@@ -1,5 +1,7 @@
-"""The progress line: the current cycle's figures from the ledger in Redis, this process's stats
-without a cycle, and a real crawl logging it every interval and keeping the freshness snapshot."""
+"""The progress line (webcrawl.extensions.progress): the current cycle's figures from the ledger
+(booked through the crawl's write batch), the spend rate against the budget rate and the
+allocator's freshness estimate; this process's stats without a cycle; and a real continuous crawl
+logging it every interval, from one cycle to the next."""
 
 from __future__ import annotations
 
@@ -8,20 +10,18 @@ import re
 from pathlib import Path
 
 import pytest
-import redis
 from scrapy.statscollectors import MemoryStatsCollector
 from scrapy.utils.test import get_crawler
 
+from tests import _shopcrawl as shop
+from tests._scheduler_harness import settings_for
 from tests.crawls import finish, start_crawl, stats_of
-from webcrawl.clock import ManualClock
+from tests.test_priority import PrioSpider
 from webcrawl.demo.serve import start_server_process
+from webcrawl.extensions.allocator import Allocator
 from webcrawl.extensions.progress import ProgressLog, format_cost
-from webcrawl.state.freshness import read_snapshot
-from webcrawl.state.history import HistoryStore
-from webcrawl.state.keys import CrawlKeys
-from webcrawl.state.ledger import LedgerStore
-
-KEYS = CrawlKeys("progress")
+from webcrawl.runtime import CrawlRuntime
+from webcrawl.state.pagestore import observe_op
 
 
 @pytest.mark.parametrize(("value", "unit", "text"), [
@@ -30,28 +30,6 @@ KEYS = CrawlKeys("progress")
 ])
 def test_format_cost(value: float, unit: str, text: str) -> None:
     assert format_cost(value, unit) == text
-
-
-def test_the_line_gives_the_cycle_figures(redis_client: redis.Redis, caplog: pytest.LogCaptureFixture) -> None:
-    ledger = LedgerStore(redis_client, KEYS)
-    clock = ManualClock()
-    progress = ProgressLog(MemoryStatsCollector(get_crawler()), unit="requests", ledger=ledger,
-                           client=redis_client, keys=KEYS, clock=clock)
-    cycle = ledger.start_cycle(budget=200, cycle_seconds=3600, now=clock.time())
-    for outcome in ("new", "changed", "changed", "unchanged", "changed"):
-        ledger.land(cycle.id, expected=0, actual=1, purpose="revisit", page_type="product")
-        ledger.record_outcome(cycle.id, "product", outcome)
-    HistoryStore(redis_client, KEYS).observe("http://a.test/p", now=clock.time(), record_hash="x",
-                                             page_type="product")
-    with caplog.at_level(logging.INFO, logger="webcrawl.extensions.progress"):
-        progress.log()
-    assert caplog.messages == [("Progress: cycle 1: spent 5 requests of 200 requests (2.5%), 5 fetches, "
-                                "3 changes found, cost per change 1.67 requests, 1 new pages")]
-    # A continuous crawl moves to cycle 2: cycle 1's freshness is kept for the report.
-    ledger.start_cycle(budget=200, cycle_seconds=3600, now=clock.time() + 3600)
-    progress.log()
-    snapshot = read_snapshot(redis_client, KEYS, 1)
-    assert snapshot is not None and snapshot.pages == {"product": 1, "*": 1}
 
 
 def test_without_a_cycle_the_line_gives_this_process(caplog: pytest.LogCaptureFixture) -> None:
@@ -65,28 +43,60 @@ def test_without_a_cycle_the_line_gives_this_process(caplog: pytest.LogCaptureFi
                                 "4 changes found, cost per change 750.00 KB, 20 new pages")]
 
 
-def test_a_crawl_logs_progress_every_interval(redis_url: str, redis_client: redis.Redis, tmp_path: Path) -> None:
-    with start_server_process("generated", 1, tmp_path / "server.log", pages=12, min_kb=1, max_kb=2,
-                              links=10) as site:
-        ledger = LedgerStore(redis_client, CrawlKeys("progressed"))
-        ledger.start_cycle(budget=1e9, cycle_seconds=3600, now=0.0)
-        settings = {
-            "WEBCRAWL_REDIS_URL": redis_url, "WEBCRAWL_DOMAIN_DELAY_SECONDS": 0.1,
-            "WEBCRAWL_CRAWL_NAME": "progressed", "WEBCRAWL_ALLOWED_PRIVATE_NETWORKS": "127.0.0.0/8",
-            "DOWNLOADER_MIDDLEWARES": '{"webcrawl.middlewares.cost.CostHealthMiddleware": 660}',
-            "EXTENSIONS": '{"webcrawl.extensions.progress.ProgressLog": 500}',
-            "SPIDER_MIDDLEWARES": '{"webcrawl.middlewares.priority.PriorityMiddleware": 40}',
-            "WEBCRAWL_PROGRESS_INTERVAL_SECONDS": 0.3, "LOG_LEVEL": "INFO",
-        }
-        process = start_crawl("follow", settings, tmp_path, {"seeds": site.base_url(0) + "/"})
-        assert finish(process, 60) == 0
+def test_the_line_gives_the_cycle_its_spend_rate_and_the_freshness_estimate(
+        redis_url: str, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    crawler = get_crawler(PrioSpider, settings_for(redis_url, "progress", tmp_path))
+    crawler.spider = crawler._create_spider()
+    runtime = CrawlRuntime.of(crawler)
+    try:
+        allocator = Allocator(runtime, crawler)
+        cycle = allocator.begin()  # budget 100 credits over 3600 s
+        progress = ProgressLog.from_crawler(crawler)
+        assert progress.unit == "credits"
+        batch = runtime.batch
+        for outcome in ("new", "changed", "changed", "unchanged", "changed"):
+            batch.ledger(cycle.id, {"booked": 1.0, "fetches:product": 1.0, "cost:product": 1.0,
+                                    f"{outcome}:product": 1.0})
+        runtime.flush()
+        with caplog.at_level(logging.INFO, logger="webcrawl.extensions.progress"):
+            progress.log()
+            assert caplog.messages[-1] == (
+                f"Progress: cycle {cycle.id}: spent 5 credits of 100 credits (5.0%), 5 fetches, "
+                "3 changes found, cost per change 1.67 credits, 1 new pages")
+            # An allocation estimates the copy's freshness; more was spent since the last line.
+            runtime.batch.land("shop.test", observe_op("http://shop.test/product/1", full=True,
+                                                       time=runtime.clock.time(), record_hash="ab" * 8,
+                                                       type_id=runtime.types.id("product"), billed=1.0))
+            batch.ledger(cycle.id, {"booked": 2.0, "fetches:product": 2.0, "cost:product": 2.0})
+            runtime.flush()
+            allocator.allocate(force=True)
+            progress.log()
+        line = caplog.messages[-1]
+        assert line.startswith(f"Progress: cycle {cycle.id}: spent 7 credits of 100 credits (7.0%), 7 fetches")
+        rate = float(re.search(r"spend rate ([\d.]+) of the budget rate", line).group(1))  # type: ignore[union-attr]
+        assert rate > 1, "2 credits in well under a second is far above 100 per hour"
+        assert re.search(r"estimated freshness (0\.9\d\d|1\.000)$", line), line
+    finally:
+        runtime.close()
+
+
+def test_a_continuous_crawl_logs_progress_every_interval(redis_url: str, tmp_path: Path) -> None:
+    with start_server_process("shop", 3, tmp_path / "server.log", seed=3, time_scale=600.0,
+                              products=24, categories=2, blog_posts=0) as server:
+        shop.write_site(tmp_path, budget=200, cycle_seconds=2,
+                        extra="continuous = true\nstop_after_cycles = 2")
+        settings = shop.settings(redis_url, tmp_path, server.port, "progressed",
+                                 WEBCRAWL_PROGRESS_INTERVAL_SECONDS=0.3)
+        assert finish(start_crawl(shop.SPIDER, settings, tmp_path), 90) == 0
     log = (tmp_path / "crawl.log").read_text()
-    lines = re.findall(r"Progress: cycle 1: spent ([\d.]+) KB of 1\.00 GB .*, (\d+) fetches", log)
-    assert len(lines) >= 3, log[-3000:]  # every 0.3 s of a crawl of 13 pages at 0.1 s, and at close
-    spent, fetches = float(lines[-1][0]) * 1000, int(lines[-1][1])
+    lines = re.findall(r"Progress: cycle (\d): spent (\d+) requests of 200 requests .*?, (\d+) fetches", log)
+    assert {c for c, _, _ in lines} == {"1", "2"}, log[-3000:]
+    assert len(lines) >= 6, "every 0.3 s of two 2-second cycles"
+    ledger = shop.cycles(redis_url, "progressed")
+    last = [line for line in lines if line[0] == "2"][-1]
     stats = stats_of(log)
-    assert fetches == stats["webcrawl/cost/attempts"]
-    # The priority middleware scored every request the spider made (the seed and the links).
-    assert stats["webcrawl/priority/requests"] == stats["webcrawl/priority/requests/discovery"] >= 12
-    assert spent == pytest.approx(stats["webcrawl/cost/total"], abs=10)
-    assert read_snapshot(redis_client, CrawlKeys("progressed"), 1) is None  # no page histories: nothing to keep
+    assert int(last[1]) == ledger[1]["booked"], "the last line gives what cycle 2 booked"
+    assert int(last[2]) == ledger[1]["fetches:product"] + ledger[1].get("fetches:category", 0) + (
+        ledger[1].get("fetches:-", 0))
+    assert sum(c["booked"] for c in ledger) == stats["webcrawl/cost/attempts"]
+    assert "freshness" in ledger[0], "cycle 1's freshness is kept at its close for the report"

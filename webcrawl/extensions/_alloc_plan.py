@@ -198,6 +198,7 @@ def plan(a: AllocInput) -> AllocResult:
     f = np.zeros(n)
     follow = np.zeros(n, dtype=bool)
     trig_spend = float(a.trigger_spend)
+    trig_load = np.zeros(nhosts)
     mu = np.inf
     for _ in range(2):  # the triggers' spend depends on mu, mu on what the triggers leave
         revisit_budget = max(R - share_d * R - det_spend - floor_spend - ver_spend - trig_spend, 0.0)
@@ -206,13 +207,15 @@ def plan(a: AllocInput) -> AllocResult:
         if free.any() and revisit_budget > 0:
             rows_free = np.flatnonzero(free)
             alloc = allocate_rates(rate[rows_free], value[rows_free], cost[rows_free],
-                                   host[rows_free], capacity_left, revisit_budget,
-                                   objective=a.objective)
+                                   host[rows_free], np.maximum(capacity_left - trig_load, 0.0),
+                                   revisit_budget, objective=a.objective)
             f[rows_free] = alloc.frequency
             mu = alloc.mu
             figures["plan:revisit"] = alloc.spend_rate
         f[polled] = np.maximum(f[polled], floor_rate)
         follow, trig_spend = _follow(rate, value, cost, f, detect, visible, mu, polled, a.objective)
+        # Followed changes take host turns too: what is left for polling shrinks.
+        trig_load = np.bincount(host[follow], (rate * visible)[follow], minlength=nhosts)
     with np.errstate(divide="ignore"):
         interval[polled] = np.where(f[polled] > 0, 1.0 / np.where(f[polled] > 0, f[polled], 1.0),
                                     np.inf)

@@ -32,6 +32,8 @@ __all__ = ["EVICTED", "EXCLUDED", "FILTERED", "PUSHED", "Entry", "Popped", "Popp
            "CrawlQueue", "priority_key"]
 
 FILTERED, PUSHED, EVICTED, EXCLUDED = 0, 1, 2, 3
+#: A host busy with one kind of work gives every TURN_SHARE-th turn to the other kind.
+TURN_SHARE = 4
 _MAX_PRIORITY = 2**31 - 1
 
 
@@ -129,11 +131,15 @@ class CrawlQueue:
 
     # -- popping --------------------------------------------------------------------------------
 
-    def pop(self, index: int, owner: str, first_lease: int, max_count: int, order: str) -> Popped:
+    def pop(self, index: int, owner: str, first_lease: int, max_count: int, order: str,
+            share: int = TURN_SHARE) -> Popped:
+        """Pop up to ``max_count`` items of shard ``index``, the kinds in ``order`` of preference
+        ("nd", "dn", "n", "d"); a host with both kinds ready gives every ``share``-th turn to the
+        other one (0: never)."""
         shard = self.layout.all_shards[index]
         reply = self.scripts.call("pop", shard, [owner, first_lease, max_count, order,
                                                  self.default_delay, self.lease_seconds,
-                                                 OP_TTL_SECONDS], op_id=new_op_id())
+                                                 OP_TTL_SECONDS, share], op_id=new_op_id())
         return self.pop_reply(index, reply)
 
     @staticmethod

@@ -4,10 +4,13 @@
 -- Two kinds of work: "n" (new: the host's frontier of queued requests) and "d" (due: known pages
 -- whose revisit time has come). ARGV order lists the kinds in the caller's preference ("dn", "nd",
 -- "d" or "n"); for each item the first kind with a host ready now is taken.
+-- A host whose turn came with both kinds of work waiting gives every `share`-th turn to the kind
+-- the order does not prefer: new URLs on a host kept busy by revisits are still found, and the
+-- other way round (a per-host turn counter in the `next` hash).
 -- A host on the exclusion list has its frontier and revisits dropped instead.
 -- KEYS: ready_new, ready_due, frontier, due, next, delay, leases, leased, excluded, queued, pages,
 --       validators, op
--- ARGV: owner, first lease number, max, order, default delay, lease seconds, op ttl
+-- ARGV: owner, first lease number, max, order, default delay, lease seconds, op ttl, share
 -- Returns {now, queued, earliest new, earliest due, dropped, then per item:
 --          lease id, kind, payload (n) or url (d), page record or '', validators or '', delay, host}
 local K = {ready_new = KEYS[1], ready_due = KEYS[2], frontier = KEYS[3], due = KEYS[4],
@@ -17,6 +20,7 @@ local cached = op_cached(KEYS[13])
 if cached then return cached end
 local owner, counter, max, order = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
 local default_delay, lease = tonumber(ARGV[5]), tonumber(ARGV[6])
+local share = tonumber(ARGV[8] or 0)
 local now = server_now()
 local out, popped, dropped = {}, 0, 0
 
@@ -46,6 +50,15 @@ while popped < max and guard < 4 * max + 16 do
   if redis.call('SISMEMBER', K.excluded, host) == 1 then
     drop_host(host)
   else
+    if share > 0 and #order == 2 then
+      local other = kind == 'n' and 'd' or 'n'
+      local ready = other == 'n' and K.ready_new or K.ready_due
+      local at = redis.call('ZSCORE', ready, host)
+      if at and tonumber(at) <= now then
+        local turn = redis.call('HINCRBY', K.next, host .. '\0turns', 1)
+        if turn % share == 0 then kind = other end
+      end
+    end
     local member, item, record, validators = nil, nil, '', ''
     if kind == 'n' then
       member = host_first(K.frontier, host)
