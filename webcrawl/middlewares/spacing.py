@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 from scrapy import signals
 from scrapy.utils.asyncio import call_later
-from scrapy.utils.defer import maybe_deferred_to_future
+from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
 from scrapy.utils.httpobj import urlparse_cached
 from twisted.internet.defer import Deferred
 
@@ -66,13 +66,14 @@ async def reactor_sleep(seconds: float) -> None:
 
 
 class _Host:
-    __slots__ = ("active", "free_at", "last_start", "waiters")
+    __slots__ = ("active", "free_at", "last_start", "line", "watchers")
 
     def __init__(self) -> None:
         self.active: dict[int, float] = {}  # id(request) -> start time, in flight
         self.free_at: float | None = None  # when the latest request left the downloader
         self.last_start: float | None = None
-        self.waiters: deque[Deferred[None]] = deque()
+        self.line: deque[object] = deque()  # requests waiting to start, in arrival order
+        self.watchers: list[Deferred[None]] = []  # waits ended by the next change
 
 
 class HostSpacingMiddleware:
@@ -129,43 +130,67 @@ class HostSpacingMiddleware:
             return  # no delay to keep: requests to the host may overlap, as Scrapy allows
         if state is None:
             state = self._hosts[host] = _Host()
-        waited = 0.0
-        if state.waiters or len(state.active) >= self.max_connections:
-            turn: Deferred[None] = Deferred()
-            state.waiters.append(turn)
-            try:
-                await maybe_deferred_to_future(turn)
-            except BaseException:
-                if turn in state.waiters:
-                    state.waiters.remove(turn)
-                raise
-        while True:
-            now = self.clock()
-            ready = self._ready_at(state, self.delay_for(host))
-            if ready is None:  # another request got in first: wait for a finish
-                turn = Deferred()
-                state.waiters.appendleft(turn)
-                await maybe_deferred_to_future(turn)
-                continue
-            if ready <= now:
-                break
-            waited += ready - now
-            await self.sleep(ready - now)
-        if M.LEASE not in request.meta and self.claim is not None:
-            # Not from the crawl's queue: take the host's turn for every process first.
-            while (wait := self.claim(host)) > 0:
-                waited += wait
-                await self.sleep(wait)
-            self.stats.inc_value("webcrawl/spacing/claimed")
-        if waited > 0:
+        arrived = self.clock()
+        held = False
+        ticket = object()
+        state.line.append(ticket)
+        try:
+            # Only the first in line may go, once the host is ready; the others wait for it to.
+            while True:
+                if state.line[0] is ticket:
+                    now = self.clock()
+                    ready = self._ready_at(state, self.delay_for(host))
+                    if ready is not None and ready <= now:
+                        break
+                    # Until the host's turn, or sooner if a request to it leaves (its turn
+                    # may then come earlier, or a connection frees up).
+                    await self._wait(state, None if ready is None else ready - now)
+                else:
+                    await self._wait(state, None)
+                held = True
+            if M.LEASE not in request.meta and self.claim is not None:
+                # Not from the crawl's queue: take the host's turn for every process first.
+                while (wait := self.claim(host)) > 0:
+                    held = True
+                    await self.sleep(wait)
+                self.stats.inc_value("webcrawl/spacing/claimed")
+        except BaseException:
+            state.line.remove(ticket)
+            self._changed(state)  # the next in line looks again
+            raise
+        now = self.clock()
+        if held:
             self.stats.inc_value("webcrawl/spacing/waited")
-            self.stats.inc_value("webcrawl/spacing/waited_seconds", waited)
+            self.stats.inc_value("webcrawl/spacing/waited_seconds", now - arrived)
         if state.active:
             self.stats.inc_value("webcrawl/spacing/slow_overlap")
-        now = self.clock()
+        # Started before the next in line looks again (a Deferred may resume it at once).
         state.active[id(request)] = now
         state.last_start = now
-        self._wake(state)
+        state.line.remove(ticket)
+        self._changed(state)
+
+    async def _wait(self, state: _Host, seconds: float | None) -> None:
+        """Until the host's state changes (a request to it starts or leaves, a waiting one gives
+        up) or, with ``seconds``, that long at most."""
+        changed: Deferred[None] = Deferred()
+        state.watchers.append(changed)
+        timer: Deferred[Any] | None = None
+        if seconds is not None:
+            timer = deferred_from_coro(self.sleep(seconds))
+
+            def expired(_: object) -> None:  # also swallows the timer's cancellation
+                if not changed.called:
+                    changed.callback(None)
+
+            timer.addBoth(expired)
+        try:
+            await maybe_deferred_to_future(changed)
+        finally:
+            if changed in state.watchers:
+                state.watchers.remove(changed)
+            if timer is not None and not timer.called:
+                timer.cancel()
 
     def request_left(self, request: Request) -> None:
         """``request_left_downloader``: the request is answered (or failed)."""
@@ -174,17 +199,20 @@ class HostSpacingMiddleware:
         if state is None or state.active.pop(id(request), None) is None:
             return
         state.free_at = self.clock()
-        self._wake(state)
-        if not state.active and not state.waiters and len(self._hosts) > PRUNE_AT:
+        self._changed(state)
+        if not state.active and not state.line and len(self._hosts) > PRUNE_AT:
             self._prune(state.free_at)
 
-    def _wake(self, state: _Host) -> None:
-        if state.waiters and len(state.active) < self.max_connections:
-            state.waiters.popleft().callback(None)
+    @staticmethod
+    def _changed(state: _Host) -> None:
+        watchers, state.watchers = state.watchers, []
+        for changed in watchers:
+            if not changed.called:
+                changed.callback(None)
 
     def _prune(self, now: float) -> None:
         """Forget idle hosts whose delay has passed: their next request may go at once anyway."""
         for host, state in list(self._hosts.items()):
-            if (not state.active and not state.waiters and state.free_at is not None
+            if (not state.active and not state.line and state.free_at is not None
                     and state.free_at + self.delay_for(host) <= now):
                 del self._hosts[host]
