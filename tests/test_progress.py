@@ -86,7 +86,8 @@ def test_a_continuous_crawl_logs_progress_every_interval(redis_url: str, tmp_pat
         shop.write_site(tmp_path, budget=200, cycle_seconds=2,
                         extra="continuous = true\nstop_after_cycles = 2")
         settings = shop.settings(redis_url, tmp_path, server.port, "progressed",
-                                 WEBCRAWL_PROGRESS_INTERVAL_SECONDS=0.3)
+                                 WEBCRAWL_PROGRESS_INTERVAL_SECONDS=0.3,
+                                 WEBCRAWL_ALLOCATOR_SECONDS=0.5)  # an estimate before each close
         assert finish(start_crawl(shop.SPIDER, settings, tmp_path), 90) == 0
     log = (tmp_path / "crawl.log").read_text()
     lines = re.findall(r"Progress: cycle (\d): spent (\d+) requests of 200 requests .*?, (\d+) fetches", log)
