@@ -29,7 +29,6 @@ from scrapy.exceptions import NotConfigured
 from scrapy.utils.misc import build_from_crawler
 
 from tests.runtimes import StateView, run, runtime_for
-from webcrawl import settings as project
 from webcrawl.change import record_hash
 from webcrawl.demo.catalog import DAY
 from webcrawl.demo.server import Headers, MultiHostServer, Response
@@ -85,11 +84,8 @@ CRAWL = textwrap.dedent(
         # No allocator: the test decides which known pages are due (as the allocator would).
         "EXTENSIONS": {}, "WEBCRAWL_BUDGET_ENABLED": False,
         # Every due page ready at once: a run ends when nothing is ready, and host turns one
-        # delay apart would leave due pages for the next run. Spacing on the wire is tested in
-        # tests/test_spacing.py: here it would only hold overlapping requests.
+        # delay apart would leave due pages for the next run.
         "WEBCRAWL_DOMAIN_DELAY_SECONDS": 0,
-        "DOWNLOADER_MIDDLEWARES": {**settings.getdict("DOWNLOADER_MIDDLEWARES"),
-                                   "webcrawl.middlewares.spacing.HostSpacingMiddleware": None},
         "FEEDS": {config["feed"]: {"format": "jsonlines", "overwrite": True}},
         **config["settings"],
     }, priority="cmdline")
@@ -533,8 +529,6 @@ def test_the_whole_project_stack_from_the_command_line_with_dash_o(tmp_path, mod
         # same pages (tested with it in tests/test_allocator*.py).
         "EXTENSIONS": json.dumps({}), "WEBCRAWL_BUDGET_ENABLED": "False", "LOG_LEVEL": "INFO",
         "WEBCRAWL_DOMAIN_DELAY_SECONDS": 0,
-        "DOWNLOADER_MIDDLEWARES": json.dumps({**project.DOWNLOADER_MIDDLEWARES,
-                                              "webcrawl.middlewares.spacing.HostSpacingMiddleware": None}),
     }
     args = [a for k, v in settings.items() for a in ("-s", f"{k}={v}")]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
