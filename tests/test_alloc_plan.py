@@ -233,3 +233,15 @@ def test_events_objective_follows_where_value_per_cost_reaches_the_multiplier() 
     worth = result.value / result.cost
     assert result.follow[1:4].all() and (worth[1:4] >= mu).all()
     assert not result.follow[0] and worth[0] < mu
+
+
+def test_the_freshness_estimate_counts_new_urls_waiting_as_stale() -> None:
+    now = [page_row(24, 0, HOUR, last=NOW) for _ in range(4)]  # fetched just now, never changed
+    stale = [page_row(24, 24, HOUR, last=NOW - 86_400.0) for _ in range(4)]  # hourly, a day old
+    fresh = plan(alloc_input(now, [0] * 4)).figures
+    assert fresh["fetched"] == 4 and fresh["freshness"] == pytest.approx(1.0, abs=1e-3)
+    waiting = plan(alloc_input(now, [0] * 4, backlog=4)).figures
+    assert waiting["freshness"] == pytest.approx(fresh["freshness"] / 2)
+    both = plan(alloc_input(now + stale, [0] * 8)).figures
+    assert both["freshness"] == pytest.approx(0.5, abs=0.01)
+    assert both[f"freshness:{PRODUCT}"] == pytest.approx(both["freshness"])
