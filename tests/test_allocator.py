@@ -10,10 +10,19 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from scrapy.utils.test import get_crawler
 
 from tests import _shopcrawl as shop
+from tests._scheduler_harness import settings_for
 from tests.crawls import finish, pages, start_crawl, stats_of
+from tests.test_priority import PrioSpider
 from webcrawl.demo.serve import ServerProcess, start_server_process
+from webcrawl.extensions.allocator import Allocator
+from webcrawl.runtime import CrawlRuntime
+from webcrawl.state.client import connect
+from webcrawl.state.layout import CrawlLayout
+from webcrawl.state.ledger import LedgerStore
+from webcrawl.state.pagestore import observe_op
 
 
 @pytest.fixture
@@ -126,3 +135,49 @@ def test_stop_after_cycles_lets_the_last_cycle_run_its_length(server: ServerProc
     stats = shop.run(tmp_path, shop.settings(redis_url, tmp_path, server.port, "one-cycle"), "crawl.log")
     assert stats["finish_reason"] == "stop_after_cycles"
     assert stats["elapsed_time_seconds"] >= 3, "the cycle was cut short"
+
+
+def test_the_planning_lock_and_a_cycles_workers(redis_url: str) -> None:
+    """What starting or joining a cycle stands on (webcrawl.state.ledger)."""
+    client, _, _ = connect(redis_url)
+    try:
+        ledger = LedgerStore(client, CrawlLayout("locks"))
+        assert ledger.lock("a", 10) and not ledger.lock("b", 10)
+        assert not ledger.unlock("b") and ledger.unlock("a"), "released only by its holder"
+        assert ledger.lock("b", 0.001)
+        cycle = ledger.start_cycle(budget=1.0, cycle_seconds=60, now=0.0)
+        assert ledger.current() == cycle and ledger.cycle_ids() == [cycle.id]
+        ledger.heartbeat(cycle.id, "w1", expires=30.0)
+        ledger.heartbeat(cycle.id, "w2", expires=10.0)
+        assert ledger.live_workers(cycle.id, now=20.0) == 1  # w2's heartbeat expired
+        ledger.leave(cycle.id, "w1")
+        assert ledger.live_workers(cycle.id, now=20.0) == 0
+    finally:
+        client.close()
+
+
+def test_the_uniform_policy_gives_every_page_one_interval(redis_url: str, tmp_path: Path) -> None:
+    crawler = get_crawler(PrioSpider, settings_for(redis_url, "uniform", tmp_path,
+                                                   WEBCRAWL_PLANNER_POLICY="uniform"))
+    crawler.spider = crawler._create_spider()
+    runtime = CrawlRuntime.of(crawler)
+    try:
+        now, product = runtime.clock.time(), runtime.types.id("product")
+        urls = [f"http://shop.test/product/{i}" for i in range(6)]
+        for i, url in enumerate(urls):  # some change at every visit, some never
+            for k in range(5):
+                runtime.batch.land("shop.test", observe_op(
+                    url, full=True, time=now - (5 - k) * 600, record_hash=f"{k * (i % 2):016x}",
+                    type_id=product, billed=1.0))
+        runtime.flush()
+        Allocator(runtime, crawler).allocate(force=True)
+        intervals = {runtime.pages.get(url, "shop.test").iv for url in urls}  # type: ignore[union-attr]
+        assert len(intervals) == 1 and 0 < intervals.pop() < float("inf")
+        bad = get_crawler(PrioSpider, settings_for(redis_url, "uniform", tmp_path,
+                                                   WEBCRAWL_PLANNER_POLICY="random"))
+        bad.spider = bad._create_spider()
+        with pytest.raises(ValueError, match="WEBCRAWL_PLANNER_POLICY='random'"):
+            Allocator(CrawlRuntime.of(bad), bad)
+        CrawlRuntime.of(bad).close()
+    finally:
+        runtime.close()

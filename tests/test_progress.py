@@ -100,4 +100,6 @@ def test_a_continuous_crawl_logs_progress_every_interval(redis_url: str, tmp_pat
     assert int(last[2]) == ledger[1]["fetches:product"] + ledger[1].get("fetches:category", 0) + (
         ledger[1].get("fetches:-", 0))
     assert sum(c["booked"] for c in ledger) == stats["webcrawl/cost/attempts"]
+    # The priority middleware scored what the spider yielded: the shop's pages and sitemaps.
+    assert stats["webcrawl/priority/requests/discovery"] >= 26
     assert "freshness" in ledger[0], "cycle 1's freshness is kept at its close for the report"

@@ -33,7 +33,7 @@ from webcrawl import meta as M
 from webcrawl.runtime import CrawlRuntime
 from webcrawl.scheduler import EngineInternalsMissing, ReadyQueueScheduler
 from webcrawl.state.exclusion import exclude, unexclude
-from webcrawl.state.hosts import delay_op
+from webcrawl.state.hosts import attempt_op, delay_op
 from webcrawl.state.pagestore import interval_op, observe_op
 
 Make = Callable[..., Harness]
@@ -143,6 +143,22 @@ def test_the_host_whose_turn_comes_first_goes_first(make: Make, cycle: Cycle) ->
     h.enqueue(scrapy.Request("http://a.test/1"), scrapy.Request("http://b.test/0"))
     h = cycle(h, WEBCRAWL_DOMAIN_DELAY_SECONDS=0.4)
     assert [r.url for r in h.drain()] == ["http://b.test/0", "http://a.test/1"]
+
+
+def test_a_backoff_holds_a_host_back_never_forward(make: Make) -> None:
+    h = make(WEBCRAWL_DOMAIN_DELAY_SECONDS=0.2)
+    h.enqueue(*(scrapy.Request(f"http://a.test/{i}") for i in range(2)))
+    h.finish(h.take_when_ready())
+    held_at = server_time(h)
+
+    def bad_answer(retry_after: float) -> Any:
+        return attempt_op(False, retry_after=retry_after, base=1.0, maximum=60.0, half_life=600.0,
+                          time=server_time(h))
+
+    h.runtime.batch.land("a.test", bad_answer(0.6))  # a 429 with Retry-After: 0.6
+    h.runtime.batch.land("a.test", bad_answer(0.1))  # a shorter one later: never earlier
+    assert [r.url for r in h.drain()] == ["http://a.test/1"]
+    assert server_time(h) - held_at >= 0.6
 
 
 def test_duplicates_are_filtered_canonically(make: Make, cycle: Cycle) -> None:

@@ -220,8 +220,10 @@ def test_from_a_crawl_two_processes_share_each_hosts_turn_and_delay(redis_url: s
             wires.append(Wire(mw))
         assert mw.slow_seconds == 3 and mw.delay_for("a.test") == 0.1
         runtimes[0].batch.land("slow.test", delay_op(0.4))  # slow.test's robots.txt: Crawl-delay 0.4
+        runtimes[0].batch.land("fast.test", delay_op(0.01))
         runtimes[0].flush()
         assert mw.delay_for("slow.test") == 0.4
+        assert mw.delay_for("fast.test") == 0.1, "never below the crawl's own delay"
         # Each process fetches robots.txt: outside the queue, so they take turns through Redis.
         one, two = (Request("http://slow.test/robots.txt") for _ in range(2))
         wires[0].send(one)
