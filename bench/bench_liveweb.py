@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from bench._report import write_section
-from bench.liveweb.crawlers import CRAWLERS, invocation_for, run_crawler
+from bench.liveweb.crawlers import CRAWLERS, crawl_estimate, invocation_for, run_crawler
 from bench.liveweb.evaluate import evaluate_log
 from bench.liveweb.params import ScenarioParams
 from bench.liveweb.process import REPO, ServerProcess
@@ -67,6 +67,9 @@ def run_one(crawler: str, params: ScenarioParams, budget: float, warmup: float |
         status = run_crawler(invocation, folder / "crawl", until)
     result = evaluate_log(web.log, warmup=warmup, budget_rate=budget)
     result["crawler"], result["exit_status"] = crawler, status
+    if crawler == "webcrawl":
+        result["estimate"] = crawl_estimate(invocation, folder / "crawl", web.info,
+                                            result["window"]["start"], result["window"]["end"])
     (folder / "result.json").write_text(json.dumps(result, indent=1))
     return result
 
@@ -127,13 +130,16 @@ def _preamble(args: argparse.Namespace, crawlers: list[str]) -> str:
             + "\n\n" + LEGEND + "\n\n")
 
 
-LEGEND = """Columns: *freshness* value-weighted, time-averaged over the scored window; \
+LEGEND = """Columns: *freshness* value-weighted, time-averaged over the scored window; *its own \
+estimate* the crawler's model of that figure (webcrawl's time-averaged estimate per cycle, from \
+`scrapy report --json`); \
 */ optimum, credits* and */ uniform, credits* that freshness over the true-rate optimum (per-host \
 caps) and the uniform allocation at the run's own page-credit rate; */ optimum, bytes* over the \
 full-page optimum at its page-byte rate; *credits* all answered requests in the window; \
 *spend / budget* their rate over the budget rate; *credits / change* credits per detected change \
 (and its ratio to the round-robin crawler's); *coverage*, *sitemap-only*, *born* the share of \
-pages existing at least 60 s before the end that were fetched; *short gaps* request gaps under \
+pages existing at least 60 s before the end that were fetched (*born: max wait* the longest time \
+from a page's birth to its first fetch); *short gaps* request gaps under \
 a host's delay (its Crawl-delay after robots.txt); *early in 429* requests sooner than \
 Retry-After after a 429 inside the throttle window."""
 

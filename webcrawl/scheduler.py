@@ -114,6 +114,7 @@ class ReadyQueueScheduler(BaseScheduler):
         self._type_names: dict[int, str] = {}
         self._exclusions = -1
         self._refreshed_at = -math.inf
+        self._max_delay = runtime.config.domain_delay
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
@@ -273,6 +274,8 @@ class ReadyQueueScheduler(BaseScheduler):
             if popped.dropped:
                 self.stats.inc_value("scheduler/excluded", popped.dropped)
             self._buffer.extend(popped.items)
+            for item in popped.items:
+                self._max_delay = max(self._max_delay, item.delay)
             if not popped.items:
                 self._wake_engine_at(min(self._earliest))
                 return None
@@ -411,7 +414,8 @@ class ReadyQueueScheduler(BaseScheduler):
         earliest = self.queue.earliest()
         self._earliest = [min([t for t in pair if t is not None], default=math.inf)
                           for pair in earliest]
-        self._due_now = any(due is not None and due <= now for _, due in earliest)
+        # A host with revisits due now may have its turn a delay away: still work to wait for.
+        self._due_now = any(due is not None and due <= now + self._max_delay for _, due in earliest)
         queued, _, leased = self.queue.counts()
         self._queued = [0] * len(self._queued)
         self._queued[0] = queued

@@ -7,6 +7,7 @@ same for the baseline, which runs with its own settings module and nothing from 
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -15,11 +16,12 @@ import time
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from bench.liveweb.process import REPO
 
-__all__ = ["CRAWLERS", "Invocation", "SITE_FILE", "run_crawler", "roundrobin_invocation",
-           "site_urls", "webcrawl_invocation"]
+__all__ = ["CRAWLERS", "Invocation", "SITE_FILE", "crawl_estimate", "run_crawler",
+           "roundrobin_invocation", "site_urls", "webcrawl_invocation"]
 
 SITES_DIR = Path(__file__).resolve().parent / "sites"
 SITE_FILE = SITES_DIR / "liveweb.toml"
@@ -39,18 +41,40 @@ def _env(source: Path = REPO, **extra: str) -> dict[str, str]:
 
 def webcrawl_invocation(port: int, seconds: float, budget_rate: float, data_dir: Path,
                         cycle_seconds: float = 60.0, source: Path = REPO) -> Invocation:
-    """``scrapy crawl liveweb`` with the project's settings, continuous 60-second cycles whose
-    budget is ``budget_rate`` credits per second, stopping after ``seconds``; its Redis and
-    stored bodies in ``data_dir``; webcrawl imported from ``source`` (a checkout; default this
-    one). Update here when the continuous-mode options change."""
+    """``scrapy crawl liveweb`` with the project's settings: the site file's continuous 60-second
+    cycles, whose budget is ``budget_rate`` credits per second, stopping after ``seconds``; its
+    Redis and stored bodies in ``data_dir``; webcrawl imported from ``source`` (a checkout;
+    default this one)."""
     argv = [sys.executable, "-m", "scrapy", "crawl", "liveweb",
-            "-s", "WEBCRAWL_CYCLE_CONTINUOUS=True",
             "-s", f"WEBCRAWL_CYCLE_SECONDS={cycle_seconds:g}",
             "-s", f"WEBCRAWL_BUDGET_PER_CYCLE={budget_rate * cycle_seconds:g}",
             "-s", f"CLOSESPIDER_TIMEOUT={seconds:g}"]
     return Invocation(argv, _env(source, SCRAPY_SETTINGS_MODULE="webcrawl.settings",
                                  WEBCRAWL_SITES_DIR=str(SITES_DIR),
                                  WEBCRAWL_DATA_DIR=str(data_dir), LIVEWEB_PORT=str(port)))
+
+
+def crawl_estimate(invocation: Invocation, folder: Path, info: dict[str, Any], start: float,
+                   end: float) -> float | None:
+    """webcrawl's own estimate of its copy's value-weighted freshness over the scored window
+    (``scrapy report liveweb --json``: each cycle's time-averaged estimate, weighted by how much
+    of the cycle falls inside the window); ``None`` when the crawl recorded none."""
+    argv = [sys.executable, "-m", "scrapy", "report", "liveweb", "--json"]
+    done = subprocess.run(argv, cwd=folder, env=invocation.env, capture_output=True, text=True,
+                          timeout=120)
+    if done.returncode != 0:
+        return None
+    origin = float(info["origin"])
+    total = weight = 0.0
+    for cycle in json.loads(done.stdout)["cycles"].values():
+        if "freshness_value_mean" not in cycle:
+            continue
+        lo = max(cycle["started"] - origin, start)
+        hi = min(cycle.get("ends", cycle["started"]) - origin, end)
+        if hi > lo:
+            total += cycle["freshness_value_mean"] * (hi - lo)
+            weight += hi - lo
+    return total / weight if weight else None
 
 
 def site_urls(port: int) -> tuple[list[str], list[str]]:

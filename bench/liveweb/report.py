@@ -20,6 +20,7 @@ def _cov(key: str) -> Callable[[dict[str, Any]], float | None]:
 #: (column, how to read it from one result); None when it does not apply.
 METRICS: list[tuple[str, Callable[[dict[str, Any]], float | None]]] = [
     ("freshness", lambda r: r["window"]["freshness"]),
+    ("its own estimate", lambda r: r.get("estimate")),
     ("/ optimum, credits", lambda r: r["references"]["credits"]["vs_optimum"]),
     ("/ uniform, credits", lambda r: r["references"]["credits"]["vs_uniform"]),
     ("/ optimum, bytes", lambda r: r["references"]["bytes"]["vs_optimum"]),
@@ -29,6 +30,7 @@ METRICS: list[tuple[str, Callable[[dict[str, Any]], float | None]]] = [
     ("coverage", _cov("all")),
     ("sitemap-only", _cov("sitemap_only")),
     ("born", _cov("born")),
+    ("born: max wait s", lambda r: r["coverage"]["born"].get("max_wait")),
     ("short gaps", lambda r: r["politeness"]["short_gaps"]),
     ("early in 429", lambda r: r["politeness"]["early_in_429"]),
 ]

@@ -16,6 +16,7 @@ have some, exit status 2.
 from __future__ import annotations
 
 import argparse
+import json
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -89,6 +90,8 @@ class Command(ScrapyCommand):
         super().add_options(parser)
         parser.add_argument("--cycle", type=int, help="one cycle (default: all cycles)")
         parser.add_argument("--html", metavar="FILE", help="also write the report with charts as one HTML page")
+        parser.add_argument("--json", action="store_true",
+                            help="print every cycle's recorded figures as one JSON object instead")
 
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
         if len(args) != 1:
@@ -96,7 +99,21 @@ class Command(ScrapyCommand):
         assert self.settings is not None
         with command_redis(self.settings, args[0], must_exist=True) as state:
             crawl = StateConfig.from_settings(self.settings, args[0]).crawl_name
-            self._report(state.client, layout_of(state.client, crawl), args[0], opts, state.where)
+            layout = layout_of(state.client, crawl)
+            if opts.json:
+                self._json(state.client, layout, state.where)
+                return
+            self._report(state.client, layout, args[0], opts, state.where)
+
+    @staticmethod
+    def _json(client: redis.Redis, layout: CrawlLayout, where: str) -> None:
+        """Every cycle's ledger figures, for programs (``{"crawl": ..., "cycles": {id: {...}}}``)."""
+        ledger = ledger_for(client, layout.crawl)
+        ids = ledger.cycle_ids()
+        if not ids:
+            fail(f"no crawl {layout.crawl!r} with cycles in {where}")
+        print(json.dumps({"crawl": layout.crawl,
+                          "cycles": {str(i): ledger.numbers(i) for i in ids}}, sort_keys=True))
 
     def _report(self, client: redis.Redis, keys: CrawlLayout, name: str, opts: argparse.Namespace,
                 where: str) -> None:

@@ -20,7 +20,9 @@ copy's freshness. A controller gain corrects the revisit budget: raised while th
 overflows (budget unused although known pages exist), lowered slowly otherwise.
 
 At a cycle's end (continuous) or the run's close, the cycle's figures are booked: coverage (pages
-fetched, new URLs waiting), the budget left unused (idle), the freshness estimate.
+fetched, new URLs waiting), the budget left unused (idle), the freshness estimate at the close
+(``freshness``, ``freshness_value`` weighted by the pages' values) and averaged over the cycle
+(``freshness_mean``, ``freshness_value_mean``).
 
 Settings: ``WEBCRAWL_PLANNER_ENABLED`` (True), ``WEBCRAWL_PLANNER_POLICY`` (``learned``;
 ``uniform``: every page at the same interval, a baseline), ``WEBCRAWL_ALLOCATOR_SECONDS`` (a
@@ -116,6 +118,10 @@ class Allocator:
         self._started = time.monotonic()
         self._cycles_here = 0
         self._trigger_spend = 0.0
+        # The cycle's estimated freshness, averaged over time: (sum of estimate x seconds, seconds)
+        self._estimates: dict[str, list[float]] = {}
+        self._estimated_at: float | None = None
+        self._last_estimate: dict[str, float] = {}
         self._loop = create_looping_call(self.tick)
         seeds = [runtime.canonical(u) or u for u in site.seeds]
         self.seeds = frozenset(seeds)
@@ -263,6 +269,10 @@ class Allocator:
         for key in ("freshness", "freshness_value"):
             if key in published:
                 figures[key] = published[key]
+            total, seconds = self._estimates.get(key, (0.0, 0.0))
+            if seconds > 0:
+                figures[f"{key}_mean"] = total / seconds
+        self._estimates, self._estimated_at = {}, None
         names = runtime.types.names()
         for key, value in published.items():
             if key.startswith("freshness:"):
@@ -450,7 +460,19 @@ class Allocator:
 
     def _publish(self, result: Any, backlog: float, known: int) -> None:
         runtime = self.runtime
-        figures: dict[str, float] = {"known": float(known), "backlog": backlog, "at": runtime.clock.time()}
+        now = runtime.clock.time()
+        figures: dict[str, float] = {"known": float(known), "backlog": backlog, "at": now}
+        if result is not None and self._estimated_at is not None:
+            for key in ("freshness", "freshness_value"):  # held since the previous estimate
+                previous = self._last_estimate.get(key)
+                if previous is not None:
+                    acc = self._estimates.setdefault(key, [0.0, 0.0])
+                    acc[0] += previous * (now - self._estimated_at)
+                    acc[1] += now - self._estimated_at
+        if result is not None:
+            self._last_estimate = {k: result.figures[k] for k in ("freshness", "freshness_value")
+                                   if k in result.figures}
+            self._estimated_at = now
         if result is not None:
             figures.update(result.figures)
             names = runtime.types.names()
