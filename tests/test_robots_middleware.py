@@ -110,6 +110,7 @@ CRAWL = textwrap.dedent(
     from scrapy import Request, Spider
     from scrapy.crawler import CrawlerProcess
     from webcrawl.middlewares.robots import RobotsMiddleware
+    from webcrawl.middlewares.spacing import HostSpacingMiddleware
 
     with open(sys.argv[1]) as source:
         config = json.load(source)
@@ -118,8 +119,13 @@ CRAWL = textwrap.dedent(
         @classmethod
         def from_crawler(cls, crawler):
             mw = super().from_crawler(crawler)
-            mw.delay_setter = lambda domain, seconds: crawler.stats.set_value(
-                "test/crawl_delay/" + domain, seconds)
+            applied = mw.delay_setter
+
+            def record(domain, seconds):
+                crawler.stats.set_value("test/crawl_delay/" + domain, seconds)
+                applied(domain, seconds)
+
+            mw.delay_setter = record
             return mw
 
     class RobotsSpider(Spider):
@@ -136,7 +142,9 @@ CRAWL = textwrap.dedent(
             pass
 
     settings = dict(config["settings"])
-    settings["DOWNLOADER_MIDDLEWARES"] = {RecordingRobots: 100}
+    # The host spacing middleware keeps requests a delay apart on the wire, the Crawl-delay
+    # included from the moment robots.txt said it.
+    settings["DOWNLOADER_MIDDLEWARES"] = {RecordingRobots: 100, HostSpacingMiddleware: 950}
     process = CrawlerProcess(settings=settings)
     crawler = process.create_crawler(RobotsSpider)
     process.crawl(crawler)
@@ -234,12 +242,13 @@ def test_crawl_obeys_robots_per_rfc_9309_and_shares_answers_through_redis(
 
 def test_requests_waiting_for_robots_txt_are_released_one_interval_apart(tmp_path, redis_url):
     """Four requests to a host whose robots.txt is not known yet all wait for its fetch; they must
-    reach the server one interval apart (the Crawl-delay, capped at 0.2 s), not together."""
+    reach the server one interval apart (the Crawl-delay, capped at 0.2 s, above the crawl's
+    0.1 s delay), not together, the first one interval after robots.txt."""
     site = Site("127.0.0.40", robots("User-agent: *\nCrawl-delay: 30\n"))
     try:
         paths = [f"/page-{i}" for i in range(4)]
         crawl(tmp_path, [site.base + path for path in paths], redis_url, "waiting",
-              WEBCRAWL_ROBOTS_PAUSE_SECONDS=0.1)
+              WEBCRAWL_DOMAIN_DELAY_SECONDS=0.1)
         assert sorted(site.log) == sorted(["/robots.txt", *paths])
         times = sorted(site.times[path] for path in paths)
     finally:
@@ -364,22 +373,31 @@ def test_a_network_failure_is_cached_as_disallow():
     assert cache.get("http://a.example:80") == RobotsPolicy.disallow_all()
 
 
-def test_from_crawler_wires_the_delay_setter_and_refuses_scrapys_middleware(redis_url, tmp_path):
+def test_from_crawler_applies_crawl_delays_at_once_and_refuses_scrapys_middleware(
+        redis_url, tmp_path):
+    """A Crawl-delay raises the host's delay in this process at once, and for every process
+    through the crawl state, never below the crawl's own delay."""
     from scrapy.utils.misc import build_from_crawler
     from scrapy.utils.test import get_crawler
 
-    calls: list[tuple[str, float]] = []
-
-    def factory(crawler):
-        return lambda domain, seconds: calls.append((domain, seconds))
+    from webcrawl.runtime import CrawlRuntime
 
     settings = {"WEBCRAWL_REDIS_URL": redis_url, "WEBCRAWL_DATA_DIR": str(tmp_path),
-                "WEBCRAWL_ROBOTS_DELAY_SETTER": factory, "USER_AGENT": "WebCrawl/1 (+x)"}
-    mw = build_from_crawler(RobotsMiddleware, get_crawler(settings_dict=settings))
+                "WEBCRAWL_DOMAIN_DELAY_SECONDS": 0.5, "USER_AGENT": "WebCrawl/1 (+x)"}
+    crawler = get_crawler(settings_dict=settings)
+    mw = build_from_crawler(RobotsMiddleware, crawler)
+    runtime = CrawlRuntime.of(crawler)
     mw.on_crawl_delay("a.example", 2.0)
-    assert calls == [("a.example", 2.0)]
+    mw.on_crawl_delay("b.example", 0.1)
+    assert runtime.hosts.delay("a.example") == 2.0, "known in this process at once"
+    runtime.flush()
+    other = CrawlRuntime.of(get_crawler(settings_dict=settings))  # another process's view
+    assert other.hosts.delay("a.example") == 2.0
+    assert other.hosts.delay("b.example") == 0.5, "never below the crawl's delay"
     assert mw.token_for(Request("http://a.example/")) == "webcrawl"
-    assert mw.cache.redis is not None
+    assert mw.cache.store is not None
+    for r in (runtime, other):
+        r.close()
     with pytest.raises(ValueError, match="ROBOTSTXT_OBEY"):
         build_from_crawler(RobotsMiddleware,
                            get_crawler(settings_dict={**settings, "ROBOTSTXT_OBEY": True}))

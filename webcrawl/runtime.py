@@ -11,20 +11,22 @@ loads the scripts, measures the offset to the server's clock, and wires the per-
 to the reactor. It closes last (``engine_stopped``): the batch is flushed, the embedded server is
 stopped when this was its last user. Nothing else in webcrawl keeps per-crawler registries.
 
-Failure: when Redis stops answering, :meth:`CrawlRuntime.fail` stops the crawl with reason
-``redis_unavailable`` and one message naming the server; what Redis already holds is intact and
-the crawl resumes from it.
+Failure: when Redis stops answering (a restart, a cluster failover), the crawl waits it out for
+``WEBCRAWL_REDIS_OUTAGE_SECONDS`` (30): writes stay queued with their op ids and go again, nothing
+is popped meanwhile. Past that, or on any other Redis error, :meth:`CrawlRuntime.fail` stops the
+crawl with reason ``redis_unavailable`` and one message naming the server; what Redis already
+holds is intact and the crawl resumes from it.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import time
 import weakref
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-import redis
 from scrapy import signals
 from scrapy.utils.asyncio import call_later
 
@@ -38,11 +40,13 @@ from webcrawl.state.batch import LandSettings, WriteBatch
 from webcrawl.state.bucket import SpendBucket
 from webcrawl.state.client import RoundTrips, connect, describe
 from webcrawl.state.embedded import EmbeddedRedis
+from webcrawl.state.errors import TRANSIENT, StateError, is_connection_error
 from webcrawl.state.hosts import HostStore
 from webcrawl.state.layout import CrawlLayout
 from webcrawl.state.ledger import LedgerStore
 from webcrawl.state.pagestore import PageStore
 from webcrawl.state.queue import CrawlQueue
+from webcrawl.state.robots import RobotsStore
 from webcrawl.state.scripts import ScriptSet
 from webcrawl.state.seen import BloomParams
 from webcrawl.state.servertime import ServerClock
@@ -59,6 +63,8 @@ __all__ = ["CrawlRuntime"]
 logger = logging.getLogger(__name__)
 
 _runtimes: weakref.WeakKeyDictionary[Crawler, CrawlRuntime] = weakref.WeakKeyDictionary()
+#: Errors that a restart or a failover of the server explains: waited out for a while.
+_TRANSIENT = TRANSIENT
 
 
 class CrawlRuntime:
@@ -100,7 +106,7 @@ class CrawlRuntime:
         self.clock = ServerClock(client, skew=self.config.clock_skew)
         self.clock.measure()
         self.robots = RobotsCache(
-            client, key_for=lambda origin: self.layout.shard(_origin_host(origin)).robots(origin),
+            RobotsStore(client, lambda origin: self.layout.shard(_origin_host(origin)).robots(origin)),
             lru_size=settings.getint("WEBCRAWL_ROBOTS_LRU_SIZE", 1024),
             lru_seconds=settings.getfloat("WEBCRAWL_ROBOTS_LRU_SECONDS", 300.0), clock=self.clock)
         self.batch = WriteBatch(
@@ -115,6 +121,8 @@ class CrawlRuntime:
         self.cycle: int | None = None
         self.failed = False
         self._closed = False
+        self._outage_since: float | None = None
+        self.outage_seconds = settings.getfloat("WEBCRAWL_REDIS_OUTAGE_SECONDS", 30.0)
         crawler.signals.connect(self.close, signal=signals.engine_stopped, weak=False)
 
     def _shards(self, client: Any) -> int:
@@ -205,19 +213,47 @@ class CrawlRuntime:
     # -- writes and failure ----------------------------------------------------------------------
 
     def _flush(self) -> None:
-        if not self.failed:
-            self.batch.flush_safely(self.fail)
+        if self.failed:
+            return
+        try:
+            self.batch.flush()
+        except StateError as exc:
+            self.fail(exc)
+        else:
+            self.answered()
 
     def flush(self) -> None:
         """Send the batch now (before a read that must see it)."""
         self._flush()
 
+    @property
+    def in_outage(self) -> bool:
+        return self._outage_since is not None
+
+    def answered(self) -> None:
+        """Redis answered: an outage, if one was under way, is over."""
+        if self._outage_since is not None:
+            logger.warning("%s answers again after %.1f s; the crawl goes on", self.description,
+                           time.monotonic() - self._outage_since)
+            self._outage_since = None
+
     def fail(self, exc: Exception) -> None:
-        """Redis failed: stop the crawl once, with one message (see the module docstring)."""
+        """Redis failed. A connection error, a timeout or a cluster failover is waited out for
+        ``WEBCRAWL_REDIS_OUTAGE_SECONDS`` (writes stay queued, with their op ids, and go again;
+        nothing is popped meanwhile); past that, or on any other error, the crawl stops once,
+        with one message (see the module docstring)."""
         if self.failed:
             return
+        if isinstance(exc, _TRANSIENT):
+            now = time.monotonic()
+            if self._outage_since is None:
+                self._outage_since = now
+                logger.warning("%s is not answering (%s); retrying for up to %.0f s",
+                               self.description, exc, self.outage_seconds)
+            if now - self._outage_since < self.outage_seconds:
+                return
         self.failed = True
-        problem = ("stopped answering" if isinstance(exc, (redis.ConnectionError, redis.TimeoutError))
+        problem = ("stopped answering" if is_connection_error(exc)
                    else "refused a command")
         logger.error("%s %s (%s). Stopping the crawl: what Redis already holds is intact, requests "
                      "in flight are leased and come back when the crawl resumes.",
@@ -240,7 +276,7 @@ class CrawlRuntime:
             self.embedded.release(self.client)
         try:
             self.client.close()
-        except redis.RedisError:
+        except StateError:
             pass
 
 

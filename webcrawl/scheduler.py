@@ -37,7 +37,6 @@ import math
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
-import redis
 import scrapy
 from scrapy import Request, signals
 from scrapy.core.scheduler import BaseScheduler
@@ -45,12 +44,14 @@ from scrapy.utils.asyncio import call_later, create_looping_call
 from scrapy.utils.httpobj import urlparse_cached
 from w3lib.url import canonicalize_url
 
+from webcrawl.state.errors import StateError
 from webcrawl import meta as M
 from webcrawl.requestcodec import UnserializableRequest, decode, encode
 from webcrawl.runtime import CrawlRuntime
 from webcrawl.state import records
 from webcrawl.state.pagestore import release_op
 from webcrawl.state.queue import EVICTED, EXCLUDED, FILTERED, Entry, PoppedItem
+from webcrawl.state.scripts import new_op_id
 
 if TYPE_CHECKING:
     from scrapy import Spider
@@ -115,6 +116,7 @@ class ReadyQueueScheduler(BaseScheduler):
         self._exclusions = -1
         self._refreshed_at = -math.inf
         self._max_delay = runtime.config.domain_delay
+        self._lost_pop: tuple[int, str, int, str] | None = None
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
@@ -148,7 +150,7 @@ class ReadyQueueScheduler(BaseScheduler):
                 logger.info("Put back %d requests whose leases had expired", reclaimed)
             self._refresh()
             self.spend.open()
-        except redis.RedisError as exc:
+        except StateError as exc:
             runtime.fail(exc)
             return
         queued, due, leased = self.queue.counts()
@@ -183,7 +185,7 @@ class ReadyQueueScheduler(BaseScheduler):
             self.spend.close([item for item in self._buffer],
                              [req for req, _ in self._inflight.values()])
             runtime.flush()
-        except redis.RedisError as exc:
+        except StateError as exc:
             logger.error("Could not save the scheduler state to %s at close: %s; requests in "
                          "flight come back when their leases expire", runtime.description, exc)
         self._buffer.clear()
@@ -200,7 +202,7 @@ class ReadyQueueScheduler(BaseScheduler):
             try:  # the answer decides whether the crawl ends: never from a stale view
                 self.runtime.flush()
                 self._refresh()
-            except redis.RedisError as exc:
+            except StateError as exc:
                 self.runtime.fail(exc)
                 return False
             if sum(self._queued) > 0 or self._due_now:
@@ -258,15 +260,21 @@ class ReadyQueueScheduler(BaseScheduler):
                 self._wake_engine_at(self._earliest[shard])
                 return None
             budget = self.spend.poppable()
-            if budget <= 0:
+            if budget <= 0 or runtime.in_outage:
                 self._wake_engine_at(now + TICK_SECONDS)
                 return None
+            if self._lost_pop is None:
+                self._lost_pop = (shard, new_op_id(), min(POP_BATCH, budget), self.spend.order())
+            shard, op_id, count, order = self._lost_pop
             try:
-                popped = self.queue.pop(shard, runtime.owner, self._lease_counter,
-                                        min(POP_BATCH, budget), self.spend.order())
-            except redis.RedisError as exc:
-                runtime.fail(exc)
+                popped = self.queue.pop(shard, runtime.owner, self._lease_counter, count, order,
+                                        op_id=op_id)
+            except StateError as exc:
+                runtime.fail(exc)  # the same pop goes again: if it was done, its items come back
+                self._wake_engine_at(now + TICK_SECONDS)
                 return None
+            self._lost_pop = None
+            runtime.answered()
             self._lease_counter += len(popped.items)
             self._queued[shard] = popped.queued
             earliest = popped.earliest
@@ -453,7 +461,7 @@ class ReadyQueueScheduler(BaseScheduler):
             self.spend.tick()
             self.spend.budget_spent(pending=sum(self._queued) > 0 or self._due_now)
             runtime.clock.maybe_refresh()
-        except redis.RedisError as exc:
+        except StateError as exc:
             runtime.fail(exc)
             return
         if done or min(self._earliest) <= runtime.clock.time():

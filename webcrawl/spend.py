@@ -26,8 +26,8 @@ import math
 import time
 from typing import TYPE_CHECKING, Any
 
-import redis
 
+from webcrawl.state.errors import StateError
 from webcrawl import meta as M
 
 if TYPE_CHECKING:
@@ -201,5 +201,5 @@ class SpendController:
         self.wallet = 0.0
         try:
             self.bucket.give(back)
-        except redis.RedisError:
+        except StateError:
             pass

@@ -43,11 +43,11 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import redis
 from scrapy import signals
 from scrapy.exceptions import CloseSpider, DontCloseSpider, NotConfigured
 from scrapy.utils.asyncio import create_looping_call
 
+from webcrawl.state.errors import StateError
 from webcrawl.config import configured_prior
 from webcrawl.extensions._alloc_plan import AllocInput, plan
 from webcrawl.extensions._alloc_table import PageTable
@@ -148,7 +148,7 @@ class Allocator:
                 self._pull_forward(self.runtime.clock.time())
                 self.runtime.flush()
             self.runtime.spend.tick()
-        except redis.RedisError as exc:
+        except StateError as exc:
             self.runtime.fail(exc)
             return
         self._loop.start(TICK_SECONDS, now=False)
@@ -164,7 +164,7 @@ class Allocator:
             self.runtime.ledger.leave(self.cycle.id, self.worker)
             if self.holding:
                 self.runtime.client.delete(self.runtime.layout.key("alloc:lock"))
-        except redis.RedisError as exc:
+        except StateError as exc:
             logger.error("Could not book the cycle's figures at close: %s", exc)
 
     def spider_idle(self) -> None:
@@ -184,7 +184,7 @@ class Allocator:
                 self.close_cycle(self.cycle)
                 self.begin()
             self.allocate()
-        except redis.RedisError as exc:
+        except StateError as exc:
             runtime.fail(exc)
             return
         self._check_stop()

@@ -20,6 +20,7 @@ from scrapy import signals
 from scrapy.exceptions import NotConfigured
 from scrapy.utils.asyncio import create_looping_call
 
+from webcrawl.state.errors import StateError
 from webcrawl.runtime import CrawlRuntime
 
 if TYPE_CHECKING:
@@ -120,5 +121,8 @@ class ProgressLog:
         return message, (*args, fetches, changes, per_change, new)
 
     def log(self) -> None:
-        message, args = self.line()
+        try:
+            message, args = self.line()
+        except StateError:
+            return  # an outage: the scheduler says so; the next line catches up
         logger.info(message, *args)

@@ -20,44 +20,34 @@ per ``lru_seconds`` per process.
 
 from __future__ import annotations
 
-import math
+import logging
 from collections import OrderedDict
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from webcrawl.clock import Clock, SystemClock
 from webcrawl.robots.policy import MAX_CACHE_SECONDS, Kind, RobotsPolicy, Verdict
+from webcrawl.state.errors import StateError
+from webcrawl.state.robots import RobotsStore, robots_key
 
-if TYPE_CHECKING:
-    from collections.abc import Callable
+__all__ = ["RobotsCache", "robots_key"]
 
-    import redis
-
-ROBOTS_PREFIX = "webcrawl:robots:"
-
-
-def robots_key(origin: str) -> str:
-    """A stand-alone key of an origin's answer (``origin`` is ``scheme://host:port``), for a cache
-    used outside a crawl."""
-    return ROBOTS_PREFIX + origin
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
+logger = logging.getLogger(__name__)
 
 
 class RobotsCache:
     """Get and put robots.txt answers by origin.
 
-    ``redis_client`` may be None (tests, or a crawl without shared state): only the LRU is used.
+    ``store`` may be None (tests, or a crawl without shared state): only the LRU is used; a
+    Redis client is taken as a store with stand-alone keys.
     """
 
-    def __init__(self, redis_client: redis.Redis | None, *, lru_size: int = 1024,
-                 lru_seconds: float = 300.0, clock: Clock | None = None,
-                 key_for: Callable[[str], str] = robots_key) -> None:
+    def __init__(self, store: RobotsStore | Any | None, *, lru_size: int = 1024,
+                 lru_seconds: float = 300.0, clock: Clock | None = None) -> None:
         if lru_size < 0 or lru_seconds < 0:
             raise ValueError(f"lru_size={lru_size!r} and lru_seconds={lru_seconds!r} must be >= 0")
-        self.redis = redis_client
-        self.key_for = key_for
+        if store is not None and not isinstance(store, RobotsStore):
+            store = RobotsStore(store)
+        self.store = store
         self.lru_size = lru_size
         self.lru_seconds = lru_seconds
         self.clock: Clock = clock or SystemClock()
@@ -81,8 +71,12 @@ class RobotsCache:
                 self.lru_hits += 1
                 return policy, "lru"
             del self._lru[origin]
-        if self.redis is not None:
-            found = self._get_redis(origin, now)
+        if self.store is not None:
+            try:
+                found = self._get_redis(origin, now)
+            except StateError as exc:  # an outage: fetch it again rather than fail the request
+                logger.debug("robots.txt cache of %s not readable: %s", origin, exc)
+                found = None
             if found is not None:
                 policy, expires = found
                 self._remember(origin, policy, min(expires, now + self.lru_seconds))
@@ -96,32 +90,29 @@ class RobotsCache:
         now = self.clock.time()
         ttl = max(0.0, min(verdict.ttl, MAX_CACHE_SECONDS))
         expires = now + ttl
-        if self.redis is not None and ttl > 0:
-            key = self.key_for(origin)
-            pipe = self.redis.pipeline(transaction=False)
-            pipe.delete(key)
-            pipe.hset(key, mapping={
-                "kind": verdict.policy.kind.value,
-                "rules": verdict.policy.rules,
-                "status": "" if verdict.status is None else str(verdict.status),
-                "fetched": repr(now),
-                "expires": repr(expires),
-            })
-            pipe.pexpire(key, max(1, math.ceil(ttl * 1000)))
-            pipe.execute()
+        if self.store is not None and ttl > 0:
+            try:
+                self.store.put(origin, {
+                    "kind": verdict.policy.kind.value,
+                    "rules": verdict.policy.rules,
+                    "status": "" if verdict.status is None else str(verdict.status),
+                    "fetched": repr(now),
+                    "expires": repr(expires),
+                }, ttl)
+            except StateError as exc:  # kept in this process; others fetch it themselves
+                logger.debug("robots.txt answer of %s not stored: %s", origin, exc)
         self._remember(origin, verdict.policy, min(expires, now + self.lru_seconds))
 
     def forget(self, origin: str) -> None:
         """Drop the origin's answer here and in Redis (the next request fetches robots.txt)."""
         self._lru.pop(origin, None)
-        if self.redis is not None:
-            self.redis.delete(self.key_for(origin))
+        if self.store is not None:
+            self.store.delete(origin)
 
     def _get_redis(self, origin: str, now: float) -> tuple[RobotsPolicy, float] | None:
-        raw: dict[Any, Any] = self.redis.hgetall(self.key_for(origin)) if self.redis else {}
-        if not raw:
+        fields = self.store.get(origin) if self.store is not None else None
+        if not fields:
             return None
-        fields = {_text(k): _text(v) for k, v in raw.items()}
         try:
             kind = Kind(fields["kind"])
             fetched = float(fields["fetched"])

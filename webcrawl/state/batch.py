@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import redis
 
-from webcrawl.state.scripts import OP_TTL_SECONDS, new_op_id
+from webcrawl.state.scripts import OP_TTL_SECONDS, new_op_id, shard_keys_for
 
 if TYPE_CHECKING:
     from webcrawl.state.layout import CrawlLayout
@@ -49,6 +49,16 @@ class LandSettings:
     sitemap_min_agreements: int = 5
     sitemap_max_disagreement_rate: float = 0.05
     sitemap_memory: int = 50
+
+
+@dataclass
+class _Call:
+    kind: str
+    index: int
+    work: Any
+    script: str
+    keys: list[str]
+    args: list[Any]
 
 
 @dataclass
@@ -83,11 +93,13 @@ class WriteBatch:
         self._ledger: dict[int, dict[str, float]] = defaultdict(lambda: defaultdict(float))
         self._bucket = 0.0
         self._scheduled = False
+        self._unsent: list[_Call] = []
         self.flushes = 0
 
     def __len__(self) -> int:
         return sum(len(s.callbacks) + len(s.entries) + sum(map(len, s.acks.values()))
-                   for s in self._shards.values()) + len(self._ledger) + (self._bucket != 0)
+                   for s in self._shards.values()) + len(self._ledger) + (self._bucket != 0) + len(
+            self._unsent)
 
     def _soon(self) -> None:
         if not self._scheduled and self.schedule is not None:
@@ -135,57 +147,79 @@ class WriteBatch:
 
     # -- flushing -------------------------------------------------------------------------------
 
-    def flush(self) -> None:
-        """Send everything waiting, in one pipeline; answers go to the callbacks. Raises
-        :class:`redis.RedisError` when Redis fails (what was not sent stays lost only if the
-        caller gives up: the crawl stops on it)."""
-        self._scheduled = False
+    def _build(self) -> None:
+        """Turn what waits into script calls, each with its op id, queued for sending."""
         shards, self._shards = self._shards, defaultdict(_Shard)
         ledger, self._ledger = self._ledger, defaultdict(lambda: defaultdict(float))
         bucket, self._bucket = self._bucket, 0.0
-        if not shards and not ledger and not bucket:
-            return
         s = self.settings
         head = [OP_TTL_SECONDS, s.default_delay, s.sitemap_min_agreements,
                 s.sitemap_max_disagreement_rate, s.sitemap_memory]
-        plan: list[tuple[str, int, _Shard]] = []
-        pipe = self.client.pipeline(transaction=False)
         for index, work in shards.items():
             keys = self.layout.all_shards[index]
             if work.entries:
-                self.queue.push(keys, work.entries, self.bloom_slices, pipe=pipe)
-                plan.append(("push", index, work))
+                args = self.queue.push_args(work.entries, self.bloom_slices)
+                self._unsent.append(_Call("push", index, work, "push",
+                                          shard_keys_for("push", keys, new_op_id()), args))
             if work.ops:
-                self.scripts.call("land", keys, head + work.ops, op_id=new_op_id(), client=pipe)
-                plan.append(("land", index, work))
+                self._unsent.append(_Call("land", index, work, "land",
+                                          shard_keys_for("land", keys, new_op_id()),
+                                          head + work.ops))
             for owner, leases in work.acks.items():
-                self.queue.ack(index, owner, leases, pipe=pipe)
-                plan.append(("ack", index, work))
+                self._unsent.append(_Call("ack", index, work, "lease", shard_keys_for("lease", keys),
+                                          [owner, "ack", self.queue.lease_seconds, *leases]))
         for cycle_id, figures in ledger.items():
             args: list[Any] = []
             for key, amount in figures.items():
                 args += (key, repr(float(amount)))
-            self.scripts.call_keys("ledger", [self.layout.key(f"cycle:{cycle_id}"),
-                                              self.layout.op(new_op_id())], args, client=pipe)
-            plan.append(("ledger", 0, _Shard()))
+            self._unsent.append(_Call("ledger", 0, _Shard(), "ledger",
+                                      [self.layout.key(f"cycle:{cycle_id}"),
+                                       self.layout.op(new_op_id())], args))
         if bucket:
-            self.scripts.call_keys("bucket", [self.layout.bucket, self.layout.op(new_op_id())],
-                                   ["give", repr(float(bucket))], client=pipe)
-            plan.append(("bucket", 0, _Shard()))
-        replies = pipe.execute()
+            self._unsent.append(_Call("bucket", 0, _Shard(), "bucket",
+                                      [self.layout.bucket, self.layout.op(new_op_id())],
+                                      ["give", repr(float(bucket))]))
+
+    def flush(self) -> None:
+        """Send everything waiting, in one pipeline; answers go to the callbacks.
+
+        Raises :class:`redis.RedisError` when Redis fails. Nothing is lost then: the calls stay
+        queued, with their op ids, and the next flush sends them again first; a call that the
+        server applied although the client saw an error answers its kept result the second
+        time, with no second effect."""
+        self._scheduled = False
+        self._build()
+        if not self._unsent:
+            return
+        calls = self._unsent
+        pipe = self.client.pipeline(transaction=False)
+        for call in calls:
+            self.scripts.call_keys(call.script, call.keys, call.args, client=pipe)
+        try:
+            replies = pipe.execute()
+        except redis.exceptions.NoScriptError:
+            self.scripts.load()  # a restarted or promoted server lost its script cache
+            raise
+        self._unsent = []
         self.flushes += 1
-        for (kind, index, work), reply in zip(plan, replies):
-            if kind == "push":
+        for call, reply in zip(calls, replies):
+            work = call.work
+            if call.kind == "push":
                 statuses, queued, seen = self.queue.push_reply(reply)
                 for status, callback in zip(statuses, work.push_callbacks):
                     if callback is not None:
                         callback(status)
                 if self.on_push is not None:
-                    self.on_push(index, queued, seen)
-            elif kind == "land":
+                    self.on_push(call.index, queued, seen)
+            elif call.kind == "land":
                 for n, callback in work.callbacks:
                     if callback is not None:
                         callback(list(reply[4 * n:4 * n + 4]))
+
+    @property
+    def unsent(self) -> int:
+        """Script calls built but not yet answered (a failed flush keeps them)."""
+        return len(self._unsent)
 
     def flush_safely(self, on_error: Callable[[redis.RedisError], None]) -> None:
         try:

@@ -16,6 +16,8 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import redis
+
 from webcrawl.change.trust import TrustPolicy, ValidatorTrust
 from webcrawl.revisit import TrustTracker
 
@@ -25,6 +27,7 @@ if TYPE_CHECKING:
 __all__ = ["DomainHealth", "HostStore", "attempt_op", "delay_op", "finished_op", "validator_op"]
 
 _HEALTH = struct.Struct("<dddId")
+_UNANSWERED = object()
 
 
 def _text(value: bytes | str) -> str:
@@ -93,6 +96,11 @@ class _Cache:
     def drop(self, key: str) -> None:
         self._data.pop(key, None)
 
+    def stale(self, key: str, default: Any) -> Any:
+        """The last value known, however old, else ``default``."""
+        hit = self._data.get(key)
+        return hit[1] if hit is not None else default
+
 
 class HostStore:
     """Reads about hosts, cached ``cache_seconds`` per host in a bounded LRU."""
@@ -109,10 +117,20 @@ class HostStore:
         self._sitemaps = _Cache(cache_size, cache_seconds)
         self.sitemap_trust = sitemap_trust or TrustTracker()
 
+    def _read(self, command: str, key: str, host: str) -> Any:
+        """A read for ``host``; None when Redis does not answer (callers keep what they knew:
+        an outage must not fail the request that asked)."""
+        try:
+            return getattr(self.client, command)(key, host)
+        except redis.RedisError:
+            return _UNANSWERED
+
     def delay(self, host: str) -> float:
         cached = self._delays.get(host)
         if cached is None:
-            raw = self.client.hget(self.layout.shard(host).delay, host)
+            raw = self._read("hget", self.layout.shard(host).delay, host)
+            if raw is _UNANSWERED:
+                return self._delays.stale(host, self.default_delay)
             cached = self._delays.put(host, max(float(raw), self.default_delay) if raw else
                                       self.default_delay)
         return cached
@@ -124,7 +142,9 @@ class HostStore:
     def health(self, host: str) -> DomainHealth:
         cached = self._health.get(host)
         if cached is None:
-            raw = self.client.hget(self.layout.shard(host).health, host)
+            raw = self._read("hget", self.layout.shard(host).health, host)
+            if raw is _UNANSWERED:
+                return self._health.stale(host, DomainHealth())
             cached = self._health.put(host, DomainHealth(*_HEALTH.unpack(raw)) if raw else
                                       DomainHealth())
         return cached
@@ -132,7 +152,9 @@ class HostStore:
     def validators(self, host: str) -> ValidatorTrust:
         cached = self._validators.get(host)
         if cached is None:
-            raw = self.client.hget(self.layout.shard(host).trust_validators, host)
+            raw = self._read("hget", self.layout.shard(host).trust_validators, host)
+            if raw is _UNANSWERED:
+                return self._validators.stale(host, ValidatorTrust())
             trust = ValidatorTrust()
             if raw:
                 try:
@@ -148,7 +170,9 @@ class HostStore:
     def sitemaps_trusted(self, host: str) -> bool:
         cached = self._sitemaps.get(host)
         if cached is None:
-            raw = self.client.hget(self.layout.shard(host).trust_sitemaps, host)
+            raw = self._read("hget", self.layout.shard(host).trust_sitemaps, host)
+            if raw is _UNANSWERED:
+                return bool(self._sitemaps.stale(host, False))
             t = self.sitemap_trust
             data = json.loads(raw) if raw else {}
             tracker = TrustTracker(t.min_agreements, t.max_disagreement_rate, t.memory,
