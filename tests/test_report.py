@@ -224,8 +224,10 @@ def test_a_continuous_crawls_report_gives_coverage_idle_budget_and_freshness_at_
         redis_url: str, tmp_path: Path) -> None:
     with start_server_process("shop", 3, tmp_path / "server.log", seed=3, time_scale=600.0,
                               products=24, categories=2, blog_posts=0) as server:
-        shop.write_site(tmp_path, budget=200, cycle_seconds=2,
-                        extra="continuous = true\nstop_after_cycles = 3")
+        # 100 requests a second: more than the shop's three hosts take (0.9 / 0.05 s each), so
+        # once the bucket holds its cap (5 s of budget) the rest of each cycle's budget is idle.
+        shop.write_site(tmp_path, budget=300, cycle_seconds=3,
+                        extra="continuous = true\nstop_after_seconds = 6.5")
         settings = shop.settings(redis_url, tmp_path, server.port, "live", WEBCRAWL_ALLOCATOR_SECONDS=0.5)
         assert finish(start_crawl(shop.SPIDER, settings, tmp_path), 90) == 0
         served = {(e.host, e.path) for e in pages(server.read_log())}
@@ -234,16 +236,16 @@ def test_a_continuous_crawls_report_gives_coverage_idle_budget_and_freshness_at_
     done = run_report(redis_url, crawl="live", **site)
     assert done.returncode == 0, done.stderr
     out = done.stdout
-    assert "crawl 'live', 3 cycles, costs in requests" in out
-    assert len(ledger) == 3
+    assert f"crawl 'live', {len(ledger)} cycles, costs in requests" in out
+    assert len(ledger) >= 2
     for number, c in enumerate(ledger, start=1):
         assert 26 <= c["fetched"] <= len(served) and c["known"] == c["fetched"] + c["waiting"]
         cells = table_row(out, str(number), after="per cycle:")
         assert cells[-3:] == [f"{int(c['known']):,}", f"{int(c['fetched']):,}", f"{int(c['waiting']):,}"]
         assert cells[5] == f"{min(c['idle'] / c['budget'], 1.0):.1%}"  # after the start date and time
         assert 0 < c["freshness"] <= 1, "the freshness estimate kept at the cycle's close"
-    # In cycle 2 the shop was known and fresh: revisits came due slower than the budget rate.
-    assert 0 < ledger[1]["idle"] < ledger[1]["budget"] and ledger[0]["idle"] < ledger[1]["idle"]
+    # Cycle 2 (a whole one) could not spend its budget on the shop's hosts.
+    assert 0 < ledger[1]["idle"] < ledger[1]["budget"]
     one = run_report(redis_url, "--cycle", "2", crawl="live", **site)
     assert one.returncode == 0, one.stderr
     kept = float(table_row(one.stdout, "total")[8].rstrip("%")) / 100
