@@ -95,6 +95,13 @@ class AllocResult:
 
 def estimate(rows: np.ndarray, prior: GammaPrior) -> Floats:
     """Posterior mean change rates, each page type's prior fitted over its pages."""
+    return posterior(rows, prior)[0]
+
+
+def posterior(rows: np.ndarray, prior: GammaPrior) -> tuple[Floats, Floats, Floats]:
+    """Each page's posterior mean change rate, and the Gamma posterior's shape and rate
+    (its prior's plus its own evidence, as effective data) for what depends on more than the
+    mean (the chance a copy is still fresh)."""
     group = rows["type"].astype(np.intp)
     n = len(rows)
     ngroups = int(group.max()) + 1 if n else 1
@@ -103,7 +110,7 @@ def estimate(rows: np.ndarray, prior: GammaPrior) -> Floats:
     for start in range(0, n, _CHUNK):
         datas.append(effective_data(history_table(rows[start:start + _CHUNK])))
     if not datas:
-        return rates
+        return rates, np.empty(0), np.empty(0)
     events = np.concatenate([d.events for d in datas])
     exposure = np.concatenate([d.exposure for d in datas])
     mle = np.concatenate([d.mle for d in datas])
@@ -115,14 +122,16 @@ def estimate(rows: np.ndarray, prior: GammaPrior) -> Floats:
         g = group[start:start + _CHUNK]
         rates[start:start + len(part)] = estimate_rates(
             history_table(part), priors.shape[g], priors.rate[g], datas[i])
-    return rates
+    alpha = priors.shape[group] + events
+    beta = priors.rate[group] + exposure
+    return rates, alpha, beta
 
 
 def plan(a: AllocInput) -> AllocResult:
     rows, host = a.rows, a.host
     n, nhosts = len(rows), len(a.delay)
     R = max(a.budget_rate, 0.0)
-    rate = estimate(rows, a.prior)
+    rate, alpha, beta = posterior(rows, a.prior)
     kind = rows["kind"]
     types = rows["type"].astype(np.intp)
     tier = rows["tier"].astype(np.intp)
@@ -228,7 +237,7 @@ def plan(a: AllocInput) -> AllocResult:
     })
     for t in np.unique(types):
         figures[f"cost:{int(t)}"] = float(type_cost[t])
-    figures.update(_freshness(rows, rate, value, page, a.now, a.backlog))
+    figures.update(_freshness(rows, alpha, beta, value, page, a.now, a.backlog))
     return AllocResult(interval, np.asarray(verify, dtype=np.intp), rate, value, cost, follow, figures)
 
 
@@ -270,14 +279,17 @@ def _type_means(types: NDArray[np.intp], own: Floats, default: float) -> Floats:
     return np.where(counts > 0, sums / np.maximum(counts, 1), default)
 
 
-def _freshness(rows: np.ndarray, rate: Floats, value: Floats, page: NDArray[np.bool_],
-               now: float, backlog: float) -> dict[str, float]:
-    """The model's estimate of the copy's freshness now: each fetched page is fresh with
-    probability exp(-rate * time since its fetch); pages discovered but not fetched count as
-    stale (the backlog at the mean value)."""
+def _freshness(rows: np.ndarray, alpha: Floats, beta: Floats, value: Floats,
+               page: NDArray[np.bool_], now: float, backlog: float) -> dict[str, float]:
+    """The model's estimate of the copy's freshness now: each fetched page is fresh with its
+    posterior chance of no change since its fetch, ``E[exp(-rate t)] = (beta / (beta + t))^alpha``
+    under its Gamma(alpha, beta) posterior (not ``exp(-mean rate * t)``, which undercounts:
+    a page the model knows little about could be slow as well as fast); pages discovered but
+    not fetched count as stale (the backlog at the mean value)."""
     fetched = page & (rows["last_fetched"] > 0)
     since = np.maximum(now - rows["last_fetched"], 0.0)
-    fresh = np.where(fetched, np.exp(-rate * since), 0.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        fresh = np.where(fetched & (beta > 0), (beta / (beta + since)) ** alpha, 0.0)
     n = float(fetched.sum())
     out = {"fetched": n}
     if n == 0:
