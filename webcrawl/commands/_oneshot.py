@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from webcrawl.commands._errors import fail
 from webcrawl.config import StateConfig
@@ -23,7 +23,6 @@ from webcrawl.state.client import RedisUnavailable, open_handle
 from webcrawl.state.embedded import SOCKET_NAME
 
 if TYPE_CHECKING:
-    import redis
     from scrapy.settings import BaseSettings
 
 __all__ = ["CommandRedis", "command_redis"]
@@ -34,7 +33,7 @@ _EMBEDDED_FILES = (SOCKET_NAME, "appendonly.aof", "dump.rdb")
 
 @dataclass(frozen=True)
 class CommandRedis:
-    client: redis.Redis
+    client: Any
     url: str  # for messages: the server's URL, or the embedded server's socket
     where: str  # "Redis at <url>" or "the embedded Redis under <folder>"
 

@@ -24,14 +24,11 @@ Pages never fetched and not waiting were refused, evicted or deferred. Page type
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Any
 
 from webcrawl.state.freshness import TOTAL, Freshness
 from webcrawl.state.layout import CrawlLayout
 from webcrawl.state.ledger import OUTCOMES, LedgerStore
-
-if TYPE_CHECKING:
-    import redis
 
 __all__ = ["NO_TYPE", "TOTAL_ROW", "CycleFigures", "Row", "figures_from_ledger", "ledger_for", "rows_from",
            "with_freshness", "with_total"]
@@ -114,7 +111,7 @@ class CycleFigures:
         return self.coverage_known is not None and self.coverage_fetched is not None
 
 
-def ledger_for(client: redis.Redis, crawl: str) -> LedgerStore:
+def ledger_for(client: Any, crawl: str) -> LedgerStore:
     """The cycle ledger of ``crawl`` (the report and the demo read it through this one place)."""
     return LedgerStore(client, CrawlLayout(crawl))
 

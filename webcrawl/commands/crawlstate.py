@@ -26,44 +26,27 @@ from scrapy.exceptions import UsageError
 from webcrawl.commands._errors import fail
 from webcrawl.commands._oneshot import command_redis
 from webcrawl.state import clearing
+from webcrawl.state.inspect import server_time, shard_figures
 from webcrawl.state.layout import CrawlLayout, validate_crawl_name
 
 if TYPE_CHECKING:
-    import redis
-
     from webcrawl.commands._oneshot import CommandRedis
 
 
-def _report(client: redis.Redis, layout: CrawlLayout, top: int) -> list[str]:
+def _report(client: Any, layout: CrawlLayout, top: int) -> list[str]:
     """The crawl's queues per shard, and the hosts with the most work."""
-    seconds, micros = client.time()
-    now = seconds + micros / 1e6
-    lines = [f"crawl {layout.crawl!r} ({layout.shards} shard{'s' if layout.shards != 1 else ''})"]
-    totals = {"queued": 0, "revisits": 0, "leased": 0, "pages": 0}
-    hosts: list[tuple[int, str, float]] = []
-    for shard in layout.all_shards:
-        pipe = client.pipeline(transaction=False)
-        pipe.get(shard.queued)
-        pipe.zcard(shard.due)
-        pipe.zcard(shard.leases)
-        pipe.hlen(shard.pages)
-        pipe.hget(shard.seen_meta, "count")
-        pipe.zrange(shard.ready_new, 0, -1, withscores=True)
-        pipe.zrange(shard.ready_due, 0, -1, withscores=True)
-        queued, due, leased, pages, seen, new, ready_due = pipe.execute()
-        queued, due, leased, pages = int(queued or 0), int(due), int(leased), int(pages)
-        for key, value in zip(totals, (queued, due, leased, pages)):
-            totals[key] += value
-        ready = sum(1 for _, t in [*new, *ready_due] if t <= now)
-        lines.append(f"  shard {shard.index}: {queued} queued, {due} revisits scheduled, {leased} "
-                     f"in flight, {pages} known pages, {int(seen or 0)} URLs seen, "
-                     f"{len(new)} hosts with queued requests, {ready} host turns ready now")
-        for host, at in new:
-            name = host.decode()
-            count = int(client.zlexcount(shard.frontier, f"[{name}\0", f"({name}\1"))
-            hosts.append((count, name, at))
-    lines.insert(1, "  total: {queued} queued, {revisits} revisits scheduled, {leased} in flight, "
-                    "{pages} known pages".format(**totals))
+    now = server_time(client)
+    shards = shard_figures(client, layout, now)
+    lines = [f"crawl {layout.crawl!r} ({layout.shards} shard{'s' if layout.shards != 1 else ''})",
+             f"  total: {sum(s.queued for s in shards)} queued, "
+             f"{sum(s.revisits for s in shards)} revisits scheduled, "
+             f"{sum(s.leased for s in shards)} in flight, {sum(s.pages for s in shards)} known pages"]
+    for s in shards:
+        lines.append(f"  shard {s.index}: {s.queued} queued, {s.revisits} revisits scheduled, "
+                     f"{s.leased} in flight, {s.pages} known pages, {s.seen} URLs seen, "
+                     f"{s.hosts_queued} hosts with queued requests, {s.ready_now} host turns "
+                     "ready now")
+    hosts = [f for s in shards for f in s.frontiers]
     if hosts:
         lines.append("  largest frontiers:")
         lines += [f"    {d:<40} {n:>8} requests, next fetch in {max(0.0, t - now):7.2f} s"
@@ -143,7 +126,7 @@ class Command(ScrapyCommand):
         fail(f"no crawl {crawl!r} in {redis_.where}", there)
 
     @staticmethod
-    def _clear(client: redis.Redis, layout: CrawlLayout, *, everything: bool, yes: bool) -> bool:
+    def _clear(client: Any, layout: CrawlLayout, *, everything: bool, yes: bool) -> bool:
         """List what goes, ask, delete; whether it deleted."""
         plan = clearing.everything(client, layout) if everything else clearing.queue(client, layout)
         what = "everything the crawl knows" if everything else "the queue"

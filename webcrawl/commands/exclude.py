@@ -1,7 +1,7 @@
 """``scrapy exclude <domain> [--remove | --list]``: the shared exclusion list.
 
-A domain on the list is never fetched again by any crawl on this Redis: every running process
-obeys at once, and its queued requests are dropped. The Redis is the crawl's (``WEBCRAWL_REDIS_URL``
+A domain on the list is never fetched again by any crawl on this Redis: every crawl's queued
+requests and revisits for it are dropped at once, and every running process obeys within a tick. The Redis is the crawl's (``WEBCRAWL_REDIS_URL``
 or the embedded server under ``WEBCRAWL_DATA_DIR``); an embedded server this command started is
 stopped again when it exits.
 """
@@ -16,7 +16,9 @@ from scrapy.exceptions import UsageError
 
 from webcrawl.commands._errors import fail
 from webcrawl.commands._oneshot import command_redis
-from webcrawl.state.exclusion import exclude, excluded, normalise, unexclude
+from webcrawl.state.exclusion import exclude, excluded, known_crawls, normalise, unexclude
+from webcrawl.state.queue import CrawlQueue
+from webcrawl.state.scripts import ScriptSet
 
 
 class Command(ScrapyCommand):
@@ -45,11 +47,16 @@ class Command(ScrapyCommand):
             except ValueError as exc:
                 fail(str(exc))
         with command_redis(self.settings, "exclude") as redis_:
+            client = redis_.client
             if opts.list:
-                print("\n".join(excluded(redis_.client)) or "(no excluded domains)")
-            elif opts.remove:
-                found = unexclude(redis_.client, args[0])
+                print("\n".join(excluded(client)) or "(no excluded domains)")
+                return
+            scripts = ScriptSet(client)
+            queues = [CrawlQueue(client, scripts, layout, cap=0, default_delay=0, lease_seconds=1)
+                      for layout in known_crawls(client)]
+            if opts.remove:
+                found = unexclude(client, args[0], queues)
                 print(f"{args[0]}: {'removed from' if found else 'was not on'} the exclusion list")
             else:
-                dropped = exclude(redis_.client, args[0])
+                dropped = exclude(client, args[0], queues)
                 print(f"{args[0]}: excluded; {dropped} queued requests dropped")

@@ -41,24 +41,15 @@ from webcrawl.commands._reporttext import freshness_note, render_text
 from webcrawl.config import StateConfig
 from webcrawl.state.clearing import layout_of
 from webcrawl.state.freshness import TOTAL, Freshness, current as current_freshness, read_snapshot
-from webcrawl.state.layout import GLOBAL_PREFIX, CrawlLayout
+from webcrawl.state.layout import CrawlLayout
+from webcrawl.state.ledger import crawls_with_cycles
 
 if TYPE_CHECKING:
-    import redis
     from scrapy.settings import BaseSettings
 
 __all__ = ["Command", "CycleFigures", "Row", "crawls_with_cycles", "render_html", "render_text", "rows_from"]
 
 UNITS = {"bandwidth": "bytes", "credits": "credits", "requests": "requests"}
-
-
-def crawls_with_cycles(client: redis.Redis) -> list[str]:
-    """Names of the crawls on this Redis that have at least one cycle."""
-    pattern, names = GLOBAL_PREFIX + "{*}:cycles", set()
-    for key in client.scan_iter(match=pattern, count=1000):
-        text = key.decode() if isinstance(key, bytes) else key
-        names.add(text[len(GLOBAL_PREFIX) + 1:text.rindex("}")])
-    return sorted(names)
 
 
 def render_html(title: str, scope: str, rows: dict[str, Row], cycles: list[CycleFigures], unit: str,
@@ -106,7 +97,7 @@ class Command(ScrapyCommand):
             self._report(state.client, layout, args[0], opts, state.where)
 
     @staticmethod
-    def _json(client: redis.Redis, layout: CrawlLayout, where: str) -> None:
+    def _json(client: Any, layout: CrawlLayout, where: str) -> None:
         """Every cycle's ledger figures, for programs (``{"crawl": ..., "cycles": {id: {...}}}``)."""
         ledger = ledger_for(client, layout.crawl)
         ids = ledger.cycle_ids()
@@ -115,7 +106,7 @@ class Command(ScrapyCommand):
         print(json.dumps({"crawl": layout.crawl,
                           "cycles": {str(i): ledger.numbers(i) for i in ids}}, sort_keys=True))
 
-    def _report(self, client: redis.Redis, keys: CrawlLayout, name: str, opts: argparse.Namespace,
+    def _report(self, client: Any, keys: CrawlLayout, name: str, opts: argparse.Namespace,
                 where: str) -> None:
         settings = self.settings
         assert settings is not None

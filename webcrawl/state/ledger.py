@@ -25,14 +25,12 @@ Keys (crawl-wide slot, :mod:`webcrawl.state.layout`): ``cycle`` (hash: the curre
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    import redis
-
     from webcrawl.state.layout import CrawlLayout
 
-__all__ = ["OUTCOMES", "Cycle", "LedgerStore"]
+__all__ = ["OUTCOMES", "Cycle", "LedgerStore", "crawls_with_cycles"]
 
 OUTCOMES = ("new", "changed", "unchanged")
 
@@ -58,7 +56,7 @@ class Cycle:
 class LedgerStore:
     """Cycles of one crawl (see the module docstring)."""
 
-    def __init__(self, client: redis.Redis, layout: CrawlLayout) -> None:
+    def __init__(self, client: Any, layout: CrawlLayout) -> None:
         self.client = client
         self.layout = layout
         self._unlock = client.register_script(_UNLOCK)
@@ -130,3 +128,17 @@ class LedgerStore:
     def live_workers(self, cycle_id: int, now: float) -> int:
         """Processes whose heartbeat has not expired at ``now``."""
         return int(self.client.zcount(f"{self.cycle_key(cycle_id)}:workers", f"({now!r}", "+inf"))
+
+
+def crawls_with_cycles(client: Any) -> list[str]:
+    """Names of the crawls on this Redis that have at least one cycle."""
+    from webcrawl.state.layout import GLOBAL_PREFIX
+
+    names = set()
+    nodes = client.get_primaries() if hasattr(client, "get_primaries") else [None]
+    for node in nodes:
+        kwargs = {"target_nodes": node} if node is not None else {}
+        for key in client.scan_iter(match=GLOBAL_PREFIX + "{*}:cycles", count=1000, **kwargs):
+            text = key.decode() if isinstance(key, bytes) else key
+            names.add(text[len(GLOBAL_PREFIX) + 1:text.rindex("}")])
+    return sorted(names)

@@ -1,0 +1,53 @@
+"""What a crawl holds, shard by shard, for ``scrapy crawlstate`` (read-only)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from webcrawl.state.layout import CrawlLayout
+
+__all__ = ["ShardFigures", "server_time", "shard_figures"]
+
+
+@dataclass
+class ShardFigures:
+    index: int
+    queued: int
+    revisits: int
+    leased: int
+    pages: int
+    seen: int
+    hosts_queued: int
+    ready_now: int
+    #: (requests queued, host, when its next turn comes) of the hosts with queued requests
+    frontiers: list[tuple[int, str, float]] = field(default_factory=list)
+
+
+def server_time(client: Any) -> float:
+    seconds, micros = client.time()
+    return seconds + micros / 1e6
+
+
+def shard_figures(client: Any, layout: CrawlLayout, now: float) -> list[ShardFigures]:
+    out = []
+    for shard in layout.all_shards:
+        pipe = client.pipeline(transaction=False)
+        pipe.get(shard.queued)
+        pipe.zcard(shard.due)
+        pipe.zcard(shard.leases)
+        pipe.hlen(shard.pages)
+        pipe.hget(shard.seen_meta, "count")
+        pipe.zrange(shard.ready_new, 0, -1, withscores=True)
+        pipe.zrange(shard.ready_due, 0, -1, withscores=True)
+        queued, due, leased, pages, seen, new, ready_due = pipe.execute()
+        figures = ShardFigures(shard.index, int(queued or 0), int(due), int(leased), int(pages),
+                               int(seen or 0), len(new),
+                               sum(1 for _, t in [*new, *ready_due] if t <= now))
+        for host, at in new:
+            name = host.decode() if isinstance(host, bytes) else host
+            count = int(client.zlexcount(shard.frontier, f"[{name}\0", f"({name}\1"))
+            figures.frontiers.append((count, name, float(at)))
+        out.append(figures)
+    return out
