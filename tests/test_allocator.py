@@ -87,7 +87,9 @@ def test_processes_started_together_share_one_cycle(server: ServerProcess, redis
     started = sorted(int(s.get("webcrawl/cycles/started", 0)) for s in (a, b))
     joined = sorted(int(s.get("webcrawl/cycles/joined", 0)) for s in (a, b))
     assert (started, joined) == ([0, 1], [0, 1]), "one starts the cycle, the other joins it"
-    assert all(int(s.get("downloader/request_count", 0)) > 0 for s in (a, b)), "both fetched"
+    # Whether both fetched is left open: a joiner whose first view of the queue is empty while
+    # the other holds the seed ends at once (see test_pending_sees_a_lease_taken_elsewhere_at_once).
+    assert sum(int(s.get("downloader/request_count", 0)) for s in (a, b)) >= 26
     [cycle] = shop.cycles(redis_url, "shared")
     assert cycle["booked"] <= cycle["budget"]
     assert cycle["fetched"] >= 26 and cycle["known"] >= cycle["fetched"]
