@@ -84,14 +84,10 @@ def test_the_plan_fits_the_budget_and_buys_changing_pages() -> None:
     assert static[0] > 3 * sometimes[0] > 3 * often[0], "visits go where changes are"
     floor = 1.0 / (SHARES["reestimation"] * 0.05 / 60)  # every polled page: re-estimation floor
     assert (result.interval <= floor).all()
-    assert result.figures["plan:floor"] == pytest.approx(SHARES["reestimation"] * 0.05)
+    # Only the top-up to the floor is spent on it: every page here polls above it.
+    assert 0 <= result.figures["plan:floor"] <= SHARES["reestimation"] * 0.05
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "_alloc_plan.plan holds the re-estimation floor's whole spend back from the water-filling "
-    "(revisit_budget = R - ... - floor_spend) and then raises every polled page to the floor, "
-    "which pages planned above it never need: here 60 pages all planned above the floor, and "
-    "the plan spends 0.0475 of the 0.05 budget rate (the 5% floor share is left unplanned)"))
 def test_the_floor_share_is_spent_not_parked() -> None:
     result = plan(alloc_input(catalog(), [i % 3 for i in range(60)], budget_rate=0.05))
     assert spend(result) >= 0.05 * 0.99

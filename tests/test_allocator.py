@@ -54,12 +54,6 @@ def test_one_run_is_one_cycle_ending_when_its_budget_is_spent(
     assert ledger[1]["booked"] <= 300 and ledger[1]["waiting"] == 0
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "the revisits Allocator._pull_forward makes due at spider_opened are never fetched: "
-    "ReadyQueueScheduler.open (which Scrapy calls before spider_opened) cached its view "
-    "(_earliest, _due_now: nothing due yet), and has_pending_requests and next_request answer "
-    "from it for TICK_SECONDS (0.25 s); the engine finds nothing pending at start and the run "
-    "closes 'finished' about 0.05 s after opening, its cycle's due revisits left in the due queue"))
 def test_a_one_run_cycle_fetches_the_revisits_due_within_its_window(
         server: ServerProcess, redis_url: str, tmp_path: Path) -> None:
     settings = shop.settings(redis_url, tmp_path, server.port, "window")
@@ -87,9 +81,9 @@ def test_processes_started_together_share_one_cycle(server: ServerProcess, redis
     started = sorted(int(s.get("webcrawl/cycles/started", 0)) for s in (a, b))
     joined = sorted(int(s.get("webcrawl/cycles/joined", 0)) for s in (a, b))
     assert (started, joined) == ([0, 1], [0, 1]), "one starts the cycle, the other joins it"
-    # Whether both fetched is left open: a joiner whose first view of the queue is empty while
-    # the other holds the seed ends at once (see test_pending_sees_a_lease_taken_elsewhere_at_once).
-    assert sum(int(s.get("downloader/request_count", 0)) for s in (a, b)) >= 26
+    # The joiner waits while the other holds the seed, then takes its share of what it found.
+    counts = [int(s.get("downloader/request_count", 0)) for s in (a, b)]
+    assert min(counts) >= 1 and sum(counts) >= 26, counts
     [cycle] = shop.cycles(redis_url, "shared")
     assert cycle["booked"] <= cycle["budget"]
     assert cycle["fetched"] >= 26 and cycle["known"] >= cycle["fetched"]
@@ -126,11 +120,6 @@ def test_a_continuous_crawl_rolls_cycles_until_its_stop_condition(
             assert "idle" in c and "fetched" in c, f"{crawl}: a cycle closed without its figures"
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "allocator.py _check_stop compares the cycles this process began (_cycles_here, counted in "
-    "begin()) with stop_after_cycles right after beginning one, so the crawl stops as the last "
-    "cycle starts: stop_after_cycles = 1 ends a 3-second cycle at the first tick (about 1 s), "
-    "and stop_after_cycles = N leaves cycle N an empty stub booked at its start"))
 def test_stop_after_cycles_lets_the_last_cycle_run_its_length(server: ServerProcess, redis_url: str,
                                                                tmp_path: Path) -> None:
     shop.write_site(tmp_path, budget=20, cycle_seconds=3, extra="continuous = true\nstop_after_cycles = 1")

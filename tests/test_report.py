@@ -252,11 +252,6 @@ def test_a_continuous_crawls_report_gives_coverage_idle_budget_and_freshness_at_
     assert kept == pytest.approx(ledger[1]["freshness"], abs=0.0006)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "a page type's freshness is printed '(0 pages)': state/freshness.py read_snapshot and current "
-    "return page counts for the total only (pages={'*': fetched}), as the allocator publishes no "
-    "count per page type (_alloc_plan._freshness gives freshness:<type> but no count; "
-    "Allocator.close_cycle copies none), so _reportdata.with_freshness sets 0 for each type"))
 def test_a_page_types_freshness_names_the_pages_it_covers(redis_url: str, tmp_path: Path) -> None:
     prepare(redis_url, tmp_path, time.time())
     done = run_report(redis_url, "--cycle", "2")

@@ -249,11 +249,6 @@ def test_a_dead_processes_leases_come_back_when_they_expire(make: Make) -> None:
     assert h.stats.get_value("scheduler/leases/reclaimed") == 1
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "scheduler.py has_pending_requests answers from counts refreshed up to TICK_SECONDS (0.25 s) "
-    "earlier: work leased by another process since then is not seen, so a process whose own "
-    "queue just emptied says nothing is pending (the engine then closes the spider) while the "
-    "crawl still holds a lease; the contract says pending while work is leased anywhere"))
 def test_pending_sees_a_lease_taken_elsewhere_at_once(make: Make) -> None:
     h = make()
     opened = time.monotonic()
@@ -409,11 +404,6 @@ def test_a_turns_pushes_are_one_script_call(redis_url: str, redis_client: Any, t
         h.close()
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "state/batch.py WriteBatch.flush sends bare EVALSHA in a pipeline and does not reload the "
-    "scripts on NOSCRIPT (ScriptSet's docstring says the caller loads them again and retries): "
-    "after a Redis restart or SCRIPT FLUSH the next flush raises 'No matching script' and the "
-    "crawl stops with redis_unavailable"))
 def test_a_lost_script_cache_is_reloaded(make: Make) -> None:
     h = make()
     h.enqueue(scrapy.Request("http://a.test/0"))

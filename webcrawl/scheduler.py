@@ -196,19 +196,23 @@ class ReadyQueueScheduler(BaseScheduler):
     def has_pending_requests(self) -> bool:
         if self._buffer or len(self.runtime.batch):
             return True
-        if sum(self._queued) > 0 or self._due_now:
+        if sum(self._queued) > 0 or self._due_now or self._leased_elsewhere > 0:
             return True
-        if self.runtime.clock.local() - self._refreshed_at > TICK_SECONDS and not self.runtime.failed:
-            try:  # the answer decides whether the crawl ends: never from a stale view
-                self.runtime.flush()
-                self._refresh()
-            except StateError as exc:
-                self.runtime.fail(exc)
-                return False
-            if sum(self._queued) > 0 or self._due_now:
-                return True
-        finished_here = len(self._done_leases())
-        return self._leased_elsewhere + len(self._inflight) - finished_here > 0
+        if len(self._inflight) > len(self._done_leases()):
+            return True
+        # "Nothing" ends the crawl: say it only from a look taken now (another process, or the
+        # allocator making revisits due, may have added or leased work since the last tick).
+        # Only a process with no work of its own pays this round trip.
+        if self.runtime.failed:
+            return False
+        try:
+            self._collect_done()
+            self.runtime.flush()
+            self._refresh()
+        except StateError as exc:
+            self.runtime.fail(exc)
+            return not self.runtime.failed
+        return sum(self._queued) > 0 or self._due_now or self._leased_elsewhere > 0
 
     def enqueue_request(self, request: Request) -> bool:
         if self.runtime.failed:

@@ -194,7 +194,7 @@ def plan(a: AllocInput) -> AllocResult:
     floor_rate = 0.0
     if polled.any() and a.shares["reestimation"] > 0:
         floor_rate = a.shares["reestimation"] * R / float(cost[polled].sum())
-    floor_spend = floor_rate * float(cost[polled].sum())
+    floor_spend = floor_rate * float(cost[polled].sum())  # at most; less once pages poll above it
     rng = np.random.default_rng(a.seed_rng)
     candidates = np.flatnonzero(polled & (rows["last_fetched"] > 0))
     k = int(round(a.shares["verification"] * R * a.period / max(typical, 1e-9)))
@@ -209,7 +209,7 @@ def plan(a: AllocInput) -> AllocResult:
     trig_spend = float(a.trigger_spend)
     trig_load = np.zeros(nhosts)
     mu = np.inf
-    for _ in range(2):  # the triggers' spend depends on mu, mu on what the triggers leave
+    for _ in range(3):  # triggers and the floor depend on mu, mu on what they leave
         revisit_budget = max(R - share_d * R - det_spend - floor_spend - ver_spend - trig_spend, 0.0)
         revisit_budget *= a.gain
         f[:] = 0.0
@@ -221,6 +221,8 @@ def plan(a: AllocInput) -> AllocResult:
             f[rows_free] = alloc.frequency
             mu = alloc.mu
             figures["plan:revisit"] = alloc.spend_rate
+        # Only the top-up to the floor costs extra: pages polled above it need none of it.
+        floor_spend = float((cost * np.maximum(floor_rate - f, 0.0))[polled].sum())
         f[polled] = np.maximum(f[polled], floor_rate)
         follow, trig_spend = _follow(rate, value, cost, f, detect, visible, mu, polled, a.objective)
         # Followed changes take host turns too: what is left for polling shrinks.
@@ -301,4 +303,5 @@ def _freshness(rows: np.ndarray, alpha: Floats, beta: Floats, value: Floats,
     for t in np.unique(rows["type"][fetched]):
         mask = fetched & (rows["type"] == t)
         out[f"freshness:{int(t)}"] = float(fresh[mask].mean())
+        out[f"pages:{int(t)}"] = float(mask.sum())
     return out

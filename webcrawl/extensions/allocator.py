@@ -182,6 +182,9 @@ class Allocator:
             runtime.ledger.heartbeat(self.cycle.id, self.worker, now + max(10 * TICK_SECONDS, 30.0))
             if self.continuous and now >= self.cycle.ends:
                 self.close_cycle(self.cycle)
+                if self._enough_cycles():
+                    self._stop("stop_after_cycles")
+                    return
                 self.begin()
             self.allocate()
         except StateError as exc:
@@ -191,21 +194,23 @@ class Allocator:
 
     def _check_stop(self) -> None:
         b = self.site.budget
-        if not self.continuous:
-            return
-        reason = None
-        if b.stop_after_seconds is not None and time.monotonic() - self._started >= b.stop_after_seconds:
-            reason = "stop_after_seconds"
-        elif b.stop_after_cycles is not None and self._cycles_here >= b.stop_after_cycles:
-            reason = "stop_after_cycles"
-        if reason is not None:
-            from scrapy.utils.defer import deferred_from_coro
+        if self.continuous and b.stop_after_seconds is not None and \
+                time.monotonic() - self._started >= b.stop_after_seconds:
+            self._stop("stop_after_seconds")
 
-            engine = self.crawler.engine
-            if engine is not None and self._loop.running:
-                self._loop.stop()
-                logger.info("Stopping the continuous crawl (%s)", reason)
-                deferred_from_coro(engine.close_spider_async(reason=reason))
+    def _enough_cycles(self) -> bool:
+        """This process has seen ``stop_after_cycles`` cycles to their end."""
+        n = self.site.budget.stop_after_cycles
+        return n is not None and self._cycles_here >= n
+
+    def _stop(self, reason: str) -> None:
+        from scrapy.utils.defer import deferred_from_coro
+
+        engine = self.crawler.engine
+        if engine is not None and self._loop.running:
+            self._loop.stop()
+            logger.info("Stopping the continuous crawl (%s)", reason)
+            deferred_from_coro(engine.close_spider_async(reason=reason))
 
     # -- cycles ----------------------------------------------------------------------------------
 
@@ -260,12 +265,12 @@ class Allocator:
         """Book the cycle's coverage, idle budget and freshness estimate."""
         runtime = self.runtime
         queued, _, _ = runtime.queue.counts()
-        fetched = runtime.pages.count()
+        published = runtime.published()
+        fetched = int(published.get("fetched", runtime.pages.count()))  # pages, not sitemaps
         state = runtime.bucket.read()
         figures = {"fetched": float(fetched), "waiting": float(queued),
                    "known": float(fetched + queued), "idle": state.wasted,
                    "granted": state.granted}
-        published = runtime.published()
         for key in ("freshness", "freshness_value"):
             if key in published:
                 figures[key] = published[key]
@@ -275,9 +280,10 @@ class Allocator:
         self._estimates, self._estimated_at = {}, None
         names = runtime.types.names()
         for key, value in published.items():
-            if key.startswith("freshness:"):
-                type_id = int(key.split(":", 1)[1])
-                figures[f"freshness:{names.get(type_id, '-')}"] = value
+            for family in ("freshness:", "pages:"):
+                if key.startswith(family):
+                    type_id = int(key.split(":", 1)[1])
+                    figures[f"{family}{names.get(type_id, '-')}"] = value
         runtime.ledger.set(cycle.id, figures)
 
     # -- allocation ------------------------------------------------------------------------------

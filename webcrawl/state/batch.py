@@ -192,14 +192,13 @@ class WriteBatch:
         if not self._unsent:
             return
         calls = self._unsent
-        pipe = self.client.pipeline(transaction=False)
-        for call in calls:
-            self.scripts.call_keys(call.script, call.keys, call.args, client=pipe)
         try:
-            replies = pipe.execute()
+            replies = self._send(calls)
         except redis.exceptions.NoScriptError:
-            self.scripts.load()  # a restarted or promoted server lost its script cache
-            raise
+            # A restarted or promoted server lost its script cache: load the scripts and send
+            # the same calls again (their op ids make what did run answer without running twice).
+            self.scripts.load()
+            replies = self._send(calls)
         self._unsent = []
         self.flushes += 1
         for call, reply in zip(calls, replies):
@@ -215,6 +214,12 @@ class WriteBatch:
                 for n, callback in work.callbacks:
                     if callback is not None:
                         callback(list(reply[4 * n:4 * n + 4]))
+
+    def _send(self, calls: list[_Call]) -> list[Any]:
+        pipe = self.client.pipeline(transaction=False)
+        for call in calls:
+            self.scripts.call_keys(call.script, call.keys, call.args, client=pipe)
+        return pipe.execute()
 
     @property
     def unsent(self) -> int:

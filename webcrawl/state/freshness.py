@@ -44,6 +44,7 @@ def read_snapshot(client: Any, layout: CrawlLayout, cycle_id: int) -> Freshness 
     mean = {TOTAL: numbers["freshness"]}
     mean.update({k.split(":", 1)[1]: v for k, v in numbers.items() if k.startswith("freshness:")})
     pages = {TOTAL: int(numbers.get("fetched", 0))}
+    pages.update({k.split(":", 1)[1]: int(v) for k, v in numbers.items() if k.startswith("pages:")})
     return Freshness(mean, pages, numbers.get("ends", 0.0))
 
 
@@ -54,7 +55,10 @@ def current(client: Any, layout: CrawlLayout) -> Freshness | None:
         return None
     names = {int(v): _text(k) for k, v in client.hgetall(layout.types).items()}
     mean = {TOTAL: float(raw["freshness"])}
+    pages = {TOTAL: int(float(raw.get("fetched", 0)))}
     for key, value in raw.items():
         if key.startswith("freshness:"):
             mean[names.get(int(key.split(":", 1)[1]), "-")] = float(value)
-    return Freshness(mean, {TOTAL: int(float(raw.get("fetched", 0)))}, float(raw.get("at", 0)))
+        elif key.startswith("pages:"):
+            pages[names.get(int(key.split(":", 1)[1]), "-")] = int(float(value))
+    return Freshness(mean, pages, float(raw.get("at", 0)))
