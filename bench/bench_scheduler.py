@@ -36,7 +36,7 @@ from bench._report import table, write_section
 from bench._scheduler_crawls import (CONTENDERS, LATENCY_CONTENDERS, SCRAPY_REDIS, SCRAPY_REDIS_TCP, VANILLA,
                                      WEBCRAWL, WEBCRAWL_TCP, BenchRedis, Crawl, Redis, cpu_seconds,
                                      settings_for, start)
-from bench._scheduler_process import webcrawl_components
+from bench._scheduler_process import reproduce, webcrawl_components
 from bench._scheduler_report import METHOD, joined, throughput_tables
 from bench._scheduler_polite import (LEASE_SECONDS, Crash, Politeness, crash, fetched_since, reachable_pages,
                                      seeds_of, settle, two_processes)
@@ -221,4 +221,4 @@ def main() -> None:
     print(body)
     if os.environ.get("BENCH_SCHEDULER_WRITE", "1") == "1":
         write_section("scheduler", "Scheduler: throughput, politeness, seen-URL memory",
-                      "./run bench scheduler", body)
+                      reproduce("scheduler"), body)
