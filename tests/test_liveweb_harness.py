@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import html
 import re
+import subprocess
+import sys
 import time
 import tomllib
 import urllib.error
@@ -23,7 +25,7 @@ from bench.liveweb import (Scenario, ScenarioParams, ServerProcess, ShopSpec, ev
 from bench.liveweb.freshness import fresh_seconds, histories
 from bench.liveweb.oracle import (freshness, marginal, optimal_frequencies, proportional_frequencies,
                                   uniform_frequencies, value_freshness)
-from bench.liveweb.crawlers import SITE_FILE
+from bench.liveweb.crawlers import SITE_FILE, _stop_daemon
 from bench.liveweb.pages import render_sitemap, w3c
 from bench.liveweb.politeness import politeness
 from bench.liveweb.roundrobin.rotation import Rotation, TokenBucket
@@ -380,3 +382,25 @@ def test_evaluate_reads_a_finished_server_log(tmp_path: Path) -> None:
     result = evaluate_log(server.log, warmup=0.0, end=params.duration, cycle=10.0)
     assert result["coverage"]["all"]["fetched"] == 1
     assert 0 < result["window"]["freshness"] < 0.05
+
+
+def test_a_crawlers_daemon_is_stopped_by_its_pidfile_only(tmp_path: Path) -> None:
+    ours, other = tmp_path / "ours", tmp_path / "other"
+    ours.mkdir(), other.mkdir()
+    sleeper = "import sys, time; time.sleep(60)"
+    mine = subprocess.Popen([sys.executable, "-c", sleeper, str(ours)])
+    stranger = subprocess.Popen([sys.executable, "-c", sleeper, str(other)])
+    try:
+        (ours / "redis.pid").write_text(str(mine.pid))
+        (other / "redis.pid").write_text(str(stranger.pid))
+        (tmp_path / "elsewhere").mkdir()
+        (tmp_path / "elsewhere" / "redis.pid").write_text(str(stranger.pid))  # names another folder
+        _stop_daemon(ours / "redis.pid")
+        _stop_daemon(tmp_path / "elsewhere" / "redis.pid")
+        _stop_daemon(tmp_path / "missing.pid")
+        assert mine.wait(10) != 0
+        assert stranger.poll() is None
+    finally:
+        for process in (mine, stranger):
+            process.kill()
+            process.wait()
