@@ -59,12 +59,15 @@ CORPORA: dict[str, tuple[str, int, dict[str, object]]] = {
 
 
 def check(contender: str, crawl: Crawl) -> None:
-    """Each crawl ran the scheduler it stands for, and the baselines nothing of webcrawl."""
-    base = contender.removesuffix(" tcp")
-    expected = {WEBCRAWL: "scheduler/redis/calls", SCRAPY_REDIS: "scheduler/enqueued/redis",
-                VANILLA: "scheduler/enqueued/memory"}[base]
-    if expected not in crawl.stats or (base == SCRAPY_REDIS and "scheduler/redis/calls" in crawl.stats):
-        raise RuntimeError(f"{contender}: its stats lack {expected!r}: another scheduler ran")
+    """Each crawl ran the scheduler it stands for (Scrapy logs the settings that differ from its
+    defaults), and the baselines nothing of webcrawl."""
+    expected = {WEBCRAWL: "webcrawl.scheduler.ReadyQueueScheduler",
+                SCRAPY_REDIS: "scrapy_redis.scheduler.Scheduler", VANILLA: None}[contender.removesuffix(" tcp")]
+    overridden = crawl.log.split("Overridden settings:", 1)[-1].split("\n20", 1)[0]
+    if expected is None and ("'SCHEDULER'" in overridden or "scheduler/enqueued/memory" not in crawl.stats):
+        raise RuntimeError(f"{contender}: ran another scheduler than Scrapy's")
+    if expected is not None and f"'SCHEDULER': '{expected}'" not in overridden:
+        raise RuntimeError(f"{contender}: did not run {expected}")
     if webcrawl_components(crawl.log):
         raise RuntimeError(f"{contender}: webcrawl components loaded: {webcrawl_components(crawl.log)}")
 
