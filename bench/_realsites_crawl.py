@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import re
 import threading
-from dataclasses import dataclass
 from pathlib import Path
 
 from bench._realsites_corpus import Corpus
@@ -134,20 +133,6 @@ class RedisSampler:
         stopped = not self._thread.is_alive()
         self._stop.set()
         return stopped
-
-
-@dataclass
-class Outcome:
-    """A crawl, what nginx answered it, and the Redis-side figures."""
-
-    crawl: Crawl
-    requests: int  # every request nginx logged, robots.txt included
-    pages: int  # 200 answers, robots.txt excluded
-    files: set[str]  # distinct files answered with 200
-    redis_cpu: float  # seconds of the redis-server serving the crawl (0 for vanilla)
-    round_trips: float  # client writes counted by the latency proxy (0 without it)
-    commands: int  # commands the benchmark's redis-server ran (0 for the embedded one)
-    redis_stopped: bool = True
 
 
 def run(contender: str, corpus: Corpus, base_url: str, folder: Path, tag: str,

@@ -124,7 +124,7 @@ def site_tables(corpus: Corpus, runs: dict[str, list[Figures]]) -> str:
         f"### {corpus.title}",
         table(["contender", "pages fetched (min-max)", "completeness (min)", "pages/s",
                "CPU ms / page", "redis-server CPU ms / page", "peak RSS MB",
-               "scheduler/redis/calls / page", "Redis commands / page",
+               "scheduler/redis/calls / page", "Redis commands / page (inside Lua too)",
                "proxy client writes / page", "ERROR lines"], rows),
         table(["webcrawl / vanilla (median of per-round ratios)", "ratio", "target"], ratios),
         table(["contender", "pages/s per round", "CPU ms / page per round"], per_round),

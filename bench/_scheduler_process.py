@@ -114,3 +114,12 @@ class Child:
         text = self.log.read_text(errors="replace")
         return Crawl(self.process.returncode, wall, usage.ru_utime + usage.ru_stime,
                      usage.ru_maxrss / 1024, stats_of(text), text)
+
+
+def reproduce(bench: str) -> str:
+    """The command that reproduces a run of ``./run bench <bench>``, with the ``BENCH_<BENCH>_*``
+    settings it was given (those that only keep logs or skip writing left out)."""
+    prefix = f"BENCH_{bench.upper()}_"
+    knobs = [f"{k}={v}" for k, v in sorted(os.environ.items())
+             if k.startswith(prefix) and k.removeprefix(prefix) not in ("WRITE", "KEEP")]
+    return " ".join([*knobs, f"./run bench {bench}"])

@@ -37,7 +37,7 @@ def throughput_tables(runs: dict[str, list[dict[str, float]]], site_note: str, r
     for c, rs in runs.items():
         on_redis = c != VANILLA
         rows.append([
-            c, f"{min(r['pages'] for r in rs):.0f} of {reachable}, {max(r['duplicates'] for r in rs):.0f}",
+            c, f"{min(r['found'] for r in rs):.0f} of {reachable}, {max(r['duplicates'] for r in rs):.0f}",
             med(rs, "pages_s"), med(rs, "cpu_k"), med(rs, "busy"), med(rs, "rss"),
             med(rs, "redis_cpu_k") if on_redis else "-",
             commands(rs) if on_redis else "-",
@@ -67,7 +67,7 @@ def throughput_tables(runs: dict[str, list[dict[str, float]]], site_note: str, r
     return "\n\n".join([
         f"Crawl throughput: the baseline's `docs` CrawlSpider, {site_note}, {rounds} rounds, the "
         "order of the contenders rotating each round; medians.",
-        table(["scheduler", "pages fetched (min), refetched (max)", "pages/s", "CPU s / 1,000 pages",
+        table(["scheduler", "reachable pages fetched (min), refetched (max)", "pages/s", "CPU s / 1,000 pages",
                "CPU s / wall s", "peak RSS MB", "redis-server CPU s / 1,000 pages",
                "Redis commands / page (inside Lua too): busiest",
                "scheduler/redis/calls / page", "proxy client writes / page"], rows),

@@ -94,7 +94,9 @@ def main(argv: list[str] | None = None) -> None:
             w = result["window"]
             print(f"  freshness {w['freshness']:.3f}, credits {w['credits']}, "
                   f"exit {result['exit_status']}, {time.monotonic() - started:.0f} s", flush=True)
-    body = per_seed_tables(results, crawlers) + "\n\n" + summary_tables(results, crawlers)
+    body = per_seed_tables(results, crawlers)
+    if len(results) > 1:
+        body += "\n\n" + summary_tables(results, crawlers)
     print(body)
     if not args.keep:
         shutil.rmtree(root, ignore_errors=True)

@@ -30,7 +30,7 @@ from bench._polite_judge import Verdict, judge
 from bench._polite_server import ServerProcess
 from bench._polite_site import PoliteSite, hosts_network
 from bench._report import table, write_section
-from bench._scheduler_process import Child, Crawl, project_env, scrapy_command
+from bench._scheduler_process import Child, Crawl, project_env, reproduce, scrapy_command
 from bench._scheduler_redis import BenchRedis, cpu_seconds
 
 SITE = "polite-bench"
@@ -123,7 +123,7 @@ def main() -> None:
     print(body)
     if os.environ.get("BENCH_POLITE_WRITE", "1") == "1":
         write_section("polite", "Politeness-bound crawls: many hosts at a per-host delay",
-                      "./run bench polite", body)
+                      reproduce("polite"), body)
 
 
 def report(outcomes: dict[int, list[Outcome]], hosts: int, pages: int, delay: float,

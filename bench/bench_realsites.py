@@ -32,6 +32,7 @@ from bench._realsites_nginx import Nginx
 from bench._realsites_report import Figures, report
 from bench._realsites_setup import ensure_installed, package_version
 from bench._report import write_section
+from bench._scheduler_process import reproduce
 from bench._scheduler_redis import BenchRedis
 
 TIMEOUT = 1800.0
@@ -125,7 +126,7 @@ def main() -> None:
     print(body)
     if os.environ.get("BENCH_REALSITES_WRITE", "1") == "1":
         write_section("realsites", "Real sites: whole crawls of documentation served by nginx",
-                      "./run bench realsites", body)
+                      reproduce("realsites"), body)
 
 
 if __name__ == "__main__":

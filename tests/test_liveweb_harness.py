@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import html
 import re
+import subprocess
+import sys
 import time
+import tomllib
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -22,7 +25,8 @@ from bench.liveweb import (Scenario, ScenarioParams, ServerProcess, ShopSpec, ev
 from bench.liveweb.freshness import fresh_seconds, histories
 from bench.liveweb.oracle import (freshness, marginal, optimal_frequencies, proportional_frequencies,
                                   uniform_frequencies, value_freshness)
-from bench.liveweb.pages import w3c
+from bench.liveweb.crawlers import SITE_FILE, _stop_daemon
+from bench.liveweb.pages import render_sitemap, w3c
 from bench.liveweb.politeness import politeness
 from bench.liveweb.roundrobin.rotation import Rotation, TokenBucket
 
@@ -199,6 +203,27 @@ def test_sitemap_lastmod_kinds(web: ServerProcess) -> None:
     t1 = log_entry(web, sc.hosts[1], "/sitemap.xml")["t"]
     assert stamps <= {w3c(web.origin + t1), w3c(web.origin + t1 + 1)}  # the serving time
     assert "<lastmod>" not in fetch(web.base_url(2) + "/sitemap.xml")[2]
+    old = render_sitemap(sc, 3, None, 1.0, web.origin, web.origin + 1, "http://x")
+    assert old and set(re.findall(r"<lastmod>([^<]+)</lastmod>", old)) == {"2020-01-01T00:00:00+00:00"}
+
+
+def test_site_file_declares_the_scenarios_tiers_and_entry_points() -> None:
+    site = tomllib.loads(SITE_FILE.read_text())
+    tiers = {"low": 1, "normal": 2, "high": 3, "critical": 4}
+    params = ScenarioParams()
+    sc = Scenario(params)
+    for page in sc.pages:
+        url = f"http://{sc.hosts[page.shop]}:8000{page.path}"
+        kind = next(t for t in site["page_types"] if re.search(t["url_pattern"], url))
+        rule = next((r for r in kind.get("value_rules", []) if re.search(r["url_pattern"], url)), None)
+        assert kind["name"] == page.kind
+        assert tiers[(rule or kind)["tier"]] == page.tier
+    base = [f"http://{h}:${{LIVEWEB_PORT}}" for h in params.hosts]
+    assert site["seeds"] == [b + "/" for b in base]
+    assert site["sitemaps"] == [b + "/sitemap.xml" for b, s in zip(base, params.shops)
+                                if s.sitemap_in_site_file]
+    assert site["politeness"]["min_delay_seconds"] == params.min_delay
+    assert site["budget"]["billing"] == "credits"
 
 
 # -- evaluator ---------------------------------------------------------------------------------
@@ -357,3 +382,25 @@ def test_evaluate_reads_a_finished_server_log(tmp_path: Path) -> None:
     result = evaluate_log(server.log, warmup=0.0, end=params.duration, cycle=10.0)
     assert result["coverage"]["all"]["fetched"] == 1
     assert 0 < result["window"]["freshness"] < 0.05
+
+
+def test_a_crawlers_daemon_is_stopped_by_its_pidfile_only(tmp_path: Path) -> None:
+    ours, other = tmp_path / "ours", tmp_path / "other"
+    ours.mkdir(), other.mkdir()
+    sleeper = "import sys, time; time.sleep(60)"
+    mine = subprocess.Popen([sys.executable, "-c", sleeper, str(ours)])
+    stranger = subprocess.Popen([sys.executable, "-c", sleeper, str(other)])
+    try:
+        (ours / "redis.pid").write_text(str(mine.pid))
+        (other / "redis.pid").write_text(str(stranger.pid))
+        (tmp_path / "elsewhere").mkdir()
+        (tmp_path / "elsewhere" / "redis.pid").write_text(str(stranger.pid))  # names another folder
+        _stop_daemon(ours / "redis.pid")
+        _stop_daemon(tmp_path / "elsewhere" / "redis.pid")
+        _stop_daemon(tmp_path / "missing.pid")
+        assert mine.wait(10) != 0
+        assert stranger.poll() is None
+    finally:
+        for process in (mine, stranger):
+            process.kill()
+            process.wait()

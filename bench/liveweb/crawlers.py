@@ -30,8 +30,12 @@ CRAWLERS = ("webcrawl", "roundrobin")
 
 @dataclass(frozen=True)
 class Invocation:
+    """A crawler's command line and environment; ``pidfiles`` name daemons it may start (they
+    leave its process group) that must not outlive the run."""
+
     argv: list[str]
     env: dict[str, str]
+    pidfiles: tuple[Path, ...] = ()
 
 
 def _env(source: Path = REPO, **extra: str) -> dict[str, str]:
@@ -49,9 +53,9 @@ def webcrawl_invocation(port: int, seconds: float, budget_rate: float, data_dir:
             "-s", f"WEBCRAWL_CYCLE_SECONDS={cycle_seconds:g}",
             "-s", f"WEBCRAWL_BUDGET_PER_CYCLE={budget_rate * cycle_seconds:g}",
             "-s", f"CLOSESPIDER_TIMEOUT={seconds:g}"]
-    return Invocation(argv, _env(source, SCRAPY_SETTINGS_MODULE="webcrawl.settings",
-                                 WEBCRAWL_SITES_DIR=str(SITES_DIR),
-                                 WEBCRAWL_DATA_DIR=str(data_dir), LIVEWEB_PORT=str(port)))
+    env = _env(source, SCRAPY_SETTINGS_MODULE="webcrawl.settings", WEBCRAWL_SITES_DIR=str(SITES_DIR),
+               WEBCRAWL_DATA_DIR=str(data_dir), LIVEWEB_PORT=str(port))
+    return Invocation(argv, env, pidfiles=(data_dir / "redis.pid",))  # its embedded Redis
 
 
 def crawl_estimate(invocation: Invocation, folder: Path, info: dict[str, Any], start: float,
@@ -99,7 +103,7 @@ def roundrobin_invocation(port: int, seconds: float, budget_rate: float) -> Invo
 def invocation_for(crawler: str, port: int, seconds: float, budget_rate: float,
                    folder: Path, webcrawl_source: Path = REPO) -> Invocation:
     if crawler == "webcrawl":
-        return webcrawl_invocation(port, seconds, budget_rate, folder / "data",
+        return webcrawl_invocation(port, seconds, budget_rate, (folder / "data").resolve(),
                                    source=webcrawl_source)
     if crawler == "roundrobin":
         return roundrobin_invocation(port, seconds, budget_rate)
@@ -125,8 +129,40 @@ def run_crawler(invocation: Invocation, folder: Path, until_monotonic: float,
         except subprocess.TimeoutExpired:
             os.killpg(process.pid, signal.SIGKILL)
             status = process.wait()
-    try:  # anything of the crawl still alive in its group (an orphaned Redis) goes too
+    try:  # anything of the crawl still alive in its group goes too
         os.killpg(process.pid, signal.SIGTERM)
     except ProcessLookupError:
         pass
+    for pidfile in invocation.pidfiles:
+        _stop_daemon(pidfile)
     return status
+
+
+def _stop_daemon(pidfile: Path, timeout: float = 10.0) -> None:
+    """Stop the daemon named by ``pidfile`` if it still runs and was started from that folder
+    (its command line names it), SIGTERM first, SIGKILL after ``timeout`` seconds."""
+    try:
+        pid = int(pidfile.read_text().strip())
+        command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except (OSError, ValueError):
+        return  # no pidfile, or the process is gone
+    if str(pidfile.parent) not in command:
+        return  # the pid was reused by another process
+    try:
+        os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        while _running(pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if _running(pid):
+            os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass  # it stopped meanwhile
+
+
+def _running(pid: int) -> bool:
+    """Alive and not a zombie waiting for its parent."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rpartition(")")[2].split()[0] != "Z"
