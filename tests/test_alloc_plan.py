@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from webcrawl.extensions._alloc_plan import DETECTOR_MAX_CYCLES, DISCOVERY_MAX, AllocInput, plan
+from webcrawl.extensions._alloc_plan import DETECTOR_MAX_CYCLES, DISCOVERY_MAX, AllocInput, plan, sitemap_readings
 from webcrawl.revisit import GammaPrior, Objective, PageHistory
 from webcrawl.state import records
 from webcrawl.state.records import EMPTY_BIN, KIND_PAGE, KIND_SITEMAP
@@ -241,3 +241,49 @@ def test_the_freshness_estimate_counts_new_urls_waiting_as_stale() -> None:
     both = plan(alloc_input(now + stale, [0] * 8)).figures
     assert both["freshness"] == pytest.approx(0.5, abs=0.01)
     assert both[f"freshness:{PRODUCT}"] == pytest.approx(both["freshness"])
+
+
+def test_following_and_polling_together_spend_no_more_than_the_budget() -> None:
+    """Hundreds of changing pages on a host whose sitemap dates are trusted, a small budget:
+    following every change would cost many times the budget, so only what fits is followed."""
+    rows = [page_row(24, 6 + i % 12, HOUR) for i in range(400)]
+    for budget in (0.01, 0.05, 0.2):
+        result = plan(alloc_input(rows, [0] * 400, budget_rate=budget,
+                                  sitemap_trusted=np.array([True]), sitemap_seconds=120.0))
+        fig = result.figures
+        planned = sum(fig[k] for k in ("plan:revisit", "plan:triggers", "plan:floor",
+                                       "plan:verification", "plan:detectors") if k in fig)
+        assert planned <= budget * 1.01, f"budget {budget}: {fig}"
+        assert fig["plan:triggers"] <= budget
+        if budget == 0.01:
+            assert 0 < result.follow.sum() < 400, "all or none followed on a tight budget"
+        # What is followed is what changes least: the cheapest freshness a trigger buys.
+        rates = result.rate[result.follow]
+        if len(rates) and (~result.follow).any():
+            assert rates.max() <= np.median(result.rate[~result.follow]) * 1.0001 or budget > 0.01
+
+
+def test_a_trusted_sitemap_date_read_since_the_fetch_says_how_fresh_the_copy_is() -> None:
+    day = 86_400.0
+    fetched = NOW - day
+    current = page_row(3, 0, HOUR, last=fetched)  # fetched a day ago, dated before it
+    current["lastmod"], current["lastmod_read"] = fetched - HOUR, NOW - 60
+    changed = page_row(3, 0, HOUR, last=fetched)  # dated after the fetch: the copy is stale
+    changed["lastmod"], changed["lastmod_read"] = NOW - HOUR, NOW - 60
+    silent = page_row(3, 0, HOUR, last=fetched)  # no date read since
+    rows = [current, changed, silent]
+    trusted = plan(alloc_input(rows, [0] * 3, sitemap_trusted=np.array([True])))
+    untrusted = plan(alloc_input(rows, [0] * 3))
+    _, confirmed, stale = sitemap_readings(np.array(rows, dtype=records.DTYPE), np.ones(3, bool))
+    assert list(confirmed) == [NOW - 60, fetched, fetched] and list(stale) == [False, True, False]
+    # The date says current a minute ago: more evidence of a slow page, and nearly sure fresh.
+    assert trusted.rate[0] < trusted.rate[2] and trusted.rate[0] < untrusted.rate[0]
+    assert trusted.figures["freshness"] < untrusted.figures["freshness"] + 0.34  # one of three is stale
+    per = []
+    for i in range(3):
+        one = plan(alloc_input([rows[i]], [0], sitemap_trusted=np.array([True]))).figures
+        per.append(one["freshness"])
+    assert per[0] > 0.99 and per[1] == 0.0 and per[2] < per[0]
+    # Untrusted dates say nothing either way.
+    assert plan(alloc_input([rows[1]], [0])).figures["freshness"] == pytest.approx(
+        plan(alloc_input([rows[2]], [0])).figures["freshness"])

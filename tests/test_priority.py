@@ -64,12 +64,14 @@ def test_integer_priority_is_monotone_and_bands_never_overlap() -> None:
     mapped = [scrapy_priority(s) for s in scores]
     assert mapped == sorted(mapped)
     assert scrapy_priority(1.03) > scrapy_priority(1.0)  # 3% apart is still ordered
-    assert scrapy_priority(1e40, BANDS["discovery"]) < scrapy_priority(0.0, BANDS["known"])
+    assert scrapy_priority(1e40, BANDS["discovery"]) < scrapy_priority(0.0, BANDS["newly_listed"])
+    assert scrapy_priority(1e40, BANDS["newly_listed"]) < scrapy_priority(0.0, BANDS["known"])
     assert scrapy_priority(1e40, BANDS["known"]) < scrapy_priority(0.0, BANDS["sitemap"])
     assert scrapy_priority(1e40, BANDS["sitemap"]) < scrapy_priority(0.0, BANDS["robots"])
     assert band_for("revisit", known=False) == BANDS["discovery"]  # no history: no head start
     assert band_for("revisit", known=True) == BANDS["known"]
     assert band_for("robots") == BANDS["robots"] and band_for("sitemap") == BANDS["sitemap"]
+    assert band_for("discovery", newly_listed=True) == BANDS["newly_listed"]
 
 
 def test_new_urls_score_value_times_first_copy_gain_over_published_cost() -> None:

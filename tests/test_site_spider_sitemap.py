@@ -128,11 +128,14 @@ def test_urlset_entries_become_discovery_requests_with_lastmod(spider: SiteSpide
         assert stats[f"webcrawl/sitemap/filtered/{reason}"] == 1
 
 
-def test_entries_with_lastmod_are_requested_even_when_known(spider: SiteSpider) -> None:
+def test_a_sitemap_read_again_requests_no_url_this_process_asked_for(spider: SiteSpider) -> None:
+    """Its dates reach the crawl state as notes (land operation "M"), not as requests: a page is
+    fetched at most once per due time."""
     body = urlset(("http://a.test/item/1", "2026-01-02"), ("http://a.test/item/2", None))
     list(spider.parse_sitemap(sitemap_response("http://a.test/sitemap.xml", body)))
     again = list(spider.parse_sitemap(sitemap_response("http://a.test/sitemap.xml", body)))
-    assert [r.url for r in again] == ["http://a.test/item/1"]  # the date must reach the scheduler
+    assert again == []
+    assert spider.crawler.stats.get_value("webcrawl/spider/links/known") == 2  # type: ignore[union-attr]
 
 
 def test_index_fetches_child_sitemaps_in_scope_up_to_the_nesting_limit(spider: SiteSpider) -> None:
@@ -140,7 +143,7 @@ def test_index_fetches_child_sitemaps_in_scope_up_to_the_nesting_limit(spider: S
     requests = list(spider.parse_sitemap(sitemap_response("http://a.test/sitemap.xml", body, level=1)))
     assert [r.url for r in requests] == ["http://a.test/s1.xml.gz", "http://a.test/s3.xml"]
     assert all(r.meta["webcrawl_purpose"] == "sitemap" and r.meta["webcrawl_sitemap_level"] == 2
-               and r.dont_filter and r.callback == spider.parse_sitemap for r in requests)
+               and not r.dont_filter and r.callback == spider.parse_sitemap for r in requests)
     deep = list(spider.parse_sitemap(sitemap_response("http://a.test/s.xml", body, MAX_SITEMAP_NESTING)))
     assert deep == []
     stats = spider.crawler.stats.get_stats()  # type: ignore[union-attr]
@@ -154,3 +157,14 @@ def test_gzip_file_and_bad_sitemaps_through_the_spider(spider: SiteSpider) -> No
     assert list(spider.parse_sitemap(sitemap_response("http://a.test/s.xml", b"<html>oops</html>"))) == []
     stats = spider.crawler.stats.get_stats()  # type: ignore[union-attr]
     assert stats["webcrawl/sitemap/gzip"] == 1 and stats["webcrawl/sitemap/errors/root"] == 1
+
+
+def test_urls_first_listed_by_a_sitemap_read_again_go_before_other_new_urls(spider: SiteSpider) -> None:
+    first = list(spider.parse_sitemap(sitemap_response(
+        "http://a.test/sitemap.xml", urlset(("http://a.test/item/1", None)))))
+    assert not first[0].meta.get("webcrawl_newly_listed"), "a first reading lists what exists"
+    reread = Request("http://a.test/sitemap.xml", meta={"webcrawl_sitemap_level": 0, "webcrawl_known": True})
+    body = urlset(("http://a.test/item/1", None), ("http://a.test/item/2", None))
+    again = list(spider.parse_sitemap(XmlResponse("http://a.test/sitemap.xml", body=body, request=reread)))
+    assert [r.url for r in again] == ["http://a.test/item/2"]
+    assert again[0].meta["webcrawl_newly_listed"] is True

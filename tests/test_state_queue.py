@@ -167,6 +167,30 @@ def test_a_landed_page_is_scheduled_popped_when_due_and_rescheduled(state: State
     assert state.pages.get(url, host).due == pytest.approx(now + 35.0), "release is a no-op now"
 
 
+def test_a_due_sitemap_goes_before_revisits_its_host_is_behind_on(state: State) -> None:
+    """Sitemaps find new pages: on a host whose revisits lag, one due comes out first."""
+    host = "a.test"
+    now = state.server_time()
+    sitemap = "http://a.test/sitemap.xml"
+    state.land(host, observe_op(sitemap, full=True, time=now, record_hash="aa" * 8, sitemap=True))
+    pages = [f"http://a.test/p{i}" for i in range(3)]
+    for i, url in enumerate(pages):
+        state.land(host, observe_op(url, full=True, time=now, record_hash="ab" * 8))
+        state.land(host, interval_op(url, 600.0, due_at=now - 100 + i))  # long overdue
+    state.land(host, interval_op(sitemap, 600.0, due_at=now + 0.3))  # not due yet
+    first = state.pop_all(order="d")
+    assert [i.item for i in first] == ["p" + pages[0]], "a sitemap not yet due waits its time"
+    wait_until = now + 0.5
+    while state.server_time() < wait_until:
+        time.sleep(0.05)
+    second = state.pop_all(order="d")
+    assert [i.item for i in second] == ["s" + sitemap], "the due sitemap goes first"
+    wait_until = state.server_time() + DELAY * 1.5
+    while state.server_time() < wait_until:
+        time.sleep(0.05)
+    assert [i.item for i in state.pop_all(order="d")] == ["p" + pages[1]], "then the pages, in order"
+
+
 def test_known_changes_make_a_page_due_only_where_it_follows_them(state: State) -> None:
     url, host = "http://a.test/p", "a.test"
     now = state.server_time()

@@ -6,6 +6,7 @@
 | ``webcrawl_page_type`` | spider, scheduler | the page type its URL matches (or None) |
 | ``webcrawl_canonical_url`` | scheduler, priority middleware | the canonical form of the URL (the page's key) |
 | ``webcrawl_known`` | scheduler | True: a revisit of a known page, popped from its host's due queue |
+| ``webcrawl_newly_listed`` | spider | True: a URL first listed by a page or sitemap read again (likely a new page: fetched before other new URLs) |
 | ``webcrawl_lease`` | scheduler | the lease of a request popped from the crawl's queue (absent: it did not come from there) |
 | ``webcrawl_validators`` | scheduler | ``[etag, last_modified]`` stored for a known page, read when it was popped |
 | ``webcrawl_page_stats`` | scheduler | a known page's ``last_fetched``, ``changes``, ``seconds``, ``mean_cost`` when popped |
@@ -27,6 +28,8 @@ PURPOSE = "webcrawl_purpose"
 PAGE_TYPE = "webcrawl_page_type"
 CANONICAL_URL = "webcrawl_canonical_url"
 KNOWN = "webcrawl_known"
+#: A discovery request for a URL first listed by a page or sitemap read again (likely a new page).
+NEWLY_LISTED = "webcrawl_newly_listed"
 LEASE = "webcrawl_lease"
 VALIDATORS = "webcrawl_validators"
 PAGE_STATS = "webcrawl_page_stats"

@@ -36,7 +36,7 @@ from numpy.typing import NDArray
 from webcrawl.revisit import (
     GammaPrior, Objective, effective_data, estimate_rates, fit_group_priors,
 )
-from webcrawl.revisit.allocate import allocate_rates, expected_freshness
+from webcrawl.revisit.allocate import allocate_rates, expected_freshness, frequencies
 from webcrawl.state.records import KIND_SITEMAP, history_table
 
 __all__ = ["AllocInput", "AllocResult", "TIER_VALUES", "plan"]
@@ -77,7 +77,6 @@ class AllocInput:
     default_cost: float
     backlog: float  #: new URLs waiting
     gain: float = 1.0
-    trigger_spend: float = 0.0  #: what following known changes cost at the last allocation
     objective: Objective = Objective.FRESHNESS
     seed_rng: int | None = None
 
@@ -123,7 +122,10 @@ def posterior(rows: np.ndarray, prior: GammaPrior) -> tuple[Floats, Floats, Floa
         rates[start:start + len(part)] = estimate_rates(
             history_table(part), priors.shape[g], priors.rate[g], datas[i])
     alpha = priors.shape[group] + events
-    beta = priors.rate[group] + exposure
+    # The Gamma's rate parameter matched to the posterior mean, which for pages that changed at
+    # nearly every visit comes from the exact censored likelihood, not the effective data.
+    with np.errstate(divide="ignore", invalid="ignore"):
+        beta = np.where(rates > 0, alpha / rates, priors.rate[group] + exposure)
     return rates, alpha, beta
 
 
@@ -131,6 +133,7 @@ def plan(a: AllocInput) -> AllocResult:
     rows, host = a.rows, a.host
     n, nhosts = len(rows), len(a.delay)
     R = max(a.budget_rate, 0.0)
+    rows, confirmed, stale = sitemap_readings(rows, a.sitemap_trusted[host])
     rate, alpha, beta = posterior(rows, a.prior)
     kind = rows["kind"]
     types = rows["type"].astype(np.intp)
@@ -202,31 +205,31 @@ def plan(a: AllocInput) -> AllocResult:
         candidates) else np.zeros(0, dtype=np.intp)
     ver_spend = a.shares["verification"] * R if len(verify) else 0.0
 
-    # Water-filling over the polled pages; hosts with trusted dates are left to their triggers.
-    free = polled & ~trusted_row
+    # Which pages a known change should make due (following), then water-filling over the
+    # polled pages (a followed page polled only for the changes no detector sees), each priced
+    # at one budget multiplier; the floor tops up what is left
+    # under it and costs only that top-up (re-solved once, as it changes the budget left).
     f = np.zeros(n)
     follow = np.zeros(n, dtype=bool)
-    trig_spend = float(a.trigger_spend)
-    trig_load = np.zeros(nhosts)
+    trig_spend = 0.0
     mu = np.inf
-    for _ in range(3):  # triggers and the floor depend on mu, mu on what they leave
-        revisit_budget = max(R - share_d * R - det_spend - floor_spend - ver_spend - trig_spend, 0.0)
-        revisit_budget *= a.gain
+    for _ in range(2):
+        revisit_budget = max(R - share_d * R - det_spend - floor_spend - ver_spend, 0.0) * a.gain
+        follow, fetch_rate, poll_rate, poll_value = _follow(
+            rate, value, cost, detect, visible, polled, revisit_budget, a.objective)
+        trig_spend = float((cost * fetch_rate)[follow].sum())
+        trig_load = np.bincount(host[follow], fetch_rate[follow], minlength=nhosts)
         f[:] = 0.0
-        if free.any() and revisit_budget > 0:
-            rows_free = np.flatnonzero(free)
-            alloc = allocate_rates(rate[rows_free], value[rows_free], cost[rows_free],
+        if polled.any() and revisit_budget - trig_spend > 0:
+            rows_free = np.flatnonzero(polled)
+            alloc = allocate_rates(poll_rate[rows_free], poll_value[rows_free], cost[rows_free],
                                    host[rows_free], np.maximum(capacity_left - trig_load, 0.0),
-                                   revisit_budget, objective=a.objective)
+                                   revisit_budget - trig_spend, objective=a.objective)
             f[rows_free] = alloc.frequency
             mu = alloc.mu
             figures["plan:revisit"] = alloc.spend_rate
-        # Only the top-up to the floor costs extra: pages polled above it need none of it.
         floor_spend = float((cost * np.maximum(floor_rate - f, 0.0))[polled].sum())
-        f[polled] = np.maximum(f[polled], floor_rate)
-        follow, trig_spend = _follow(rate, value, cost, f, detect, visible, mu, polled, a.objective)
-        # Followed changes take host turns too: what is left for polling shrinks.
-        trig_load = np.bincount(host[follow], (rate * visible)[follow], minlength=nhosts)
+    f[polled] = np.maximum(f[polled], floor_rate)
     with np.errstate(divide="ignore"):
         interval[polled] = np.where(f[polled] > 0, 1.0 / np.where(f[polled] > 0, f[polled], 1.0),
                                     np.inf)
@@ -239,7 +242,7 @@ def plan(a: AllocInput) -> AllocResult:
     })
     for t in np.unique(types):
         figures[f"cost:{int(t)}"] = float(type_cost[t])
-    figures.update(_freshness(rows, alpha, beta, value, page, a.now, a.backlog))
+    figures.update(_freshness(rows, confirmed, stale, alpha, beta, value, page, a.now, a.backlog))
     return AllocResult(interval, np.asarray(verify, dtype=np.intp), rate, value, cost, follow, figures)
 
 
@@ -250,27 +253,66 @@ def _host_mean(host: NDArray[np.intp], x: Floats, nhosts: int) -> Floats:
     return np.where(counts > 0, sums / np.maximum(counts, 1), np.inf)
 
 
-def _follow(rate: Floats, value: Floats, cost: Floats, f: Floats, detect: Floats,
-            visible: Floats, mu: float, polled: NDArray[np.bool_],
-            objective: Objective) -> tuple[NDArray[np.bool_], float]:
-    """Which pages a known change should make due at once, and what that is expected to cost.
+def _follow(rate: Floats, value: Floats, cost: Floats, detect: Floats, visible: Floats,
+            polled: NDArray[np.bool_], budget: float, objective: Objective
+            ) -> tuple[NDArray[np.bool_], Floats, Floats, Floats]:
+    """Which pages a known change should make due at once, the fetch rate that costs, and the
+    change rate and value left for polling each page.
 
-    Following a page's changes costs ``cost * rate * visible`` per second and keeps it fresh but
-    for the detection delay ``d``: freshness about ``1 / (1 + rate * d)`` instead of its polling
-    freshness. Worth it where that gain in value per cost reaches the budget's multiplier
-    ``mu`` (what the last unit of polling buys): never for pages that change too fast to keep
-    fresh. Under the events objective every change caught counts: follow where ``value / cost``
-    reaches ``mu``."""
+    A followed page is fetched after each change a detector can see (share ``s`` of its
+    changes, seen ``d`` seconds late on average): ``rate s / (1 + rate s d)`` fetches per second,
+    and it is fresh of those changes ``g = 1 / (1 + rate s d)`` of the time; the changes no
+    detector sees (rate ``rate (1 - s)``) are left to polling, worth ``value g``. At the budget's
+    multiplier ``mu`` each page takes the option worth more, ``value * freshness - mu * spend``
+    (polling alone, or following plus polling for the rest), and ``mu`` is bisected so the chosen
+    options spend the budget (host capacities are left to the water-filling that follows). Pages
+    that change too fast to keep fresh are never worth following. Under the events objective a
+    followed page catches each change a detector sees: ``rate s`` events per second."""
+    n = len(rate)
+    follow = np.zeros(n, dtype=bool)
+    fetches = np.zeros(n)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        lag = np.where(np.isfinite(detect), detect, np.inf)
+        k_all = rate * visible / (1.0 + rate * visible * lag)
+        eligible = polled & np.isfinite(lag) & (rate > 0) & (value > 0) & (k_all > 0)
+    if not eligible.any() or budget <= 0:
+        return follow, fetches, rate, value
+    rows = np.flatnonzero(polled)
+    r, v, c, k, s = rate[rows], value[rows], cost[rows], k_all[rows], visible[rows]
+    ok = eligible[rows]
+    r_rest = r * (1.0 - s)
     with np.errstate(divide="ignore", invalid="ignore"):
-        polled_fresh = expected_freshness(rate, f)
-        follow_fresh = 1.0 / (1.0 + rate * np.where(np.isfinite(detect), detect, np.inf))
+        g = np.where(ok, 1.0 / (1.0 + r * s * np.where(ok, lag[rows], 0.0)), 1.0)
+    v_rest = v * g
+
+    def gain(rr: Floats, vv: Floats, f: Floats) -> Floats:
         if objective is Objective.EVENTS:
-            worth = value / cost
-        else:
-            worth = value * (follow_fresh - polled_fresh) / (cost * rate * visible)
-    follow = polled & np.isfinite(detect) & (rate > 0) & np.nan_to_num(worth >= mu, nan=False)
-    spend = float((cost * rate * visible)[follow].sum())
-    return follow, spend
+            with np.errstate(divide="ignore", invalid="ignore"):
+                return vv * np.where(f > 0, f * -np.expm1(-rr / np.where(f > 0, f, 1.0)), 0.0)
+        return vv * expected_freshness(rr, f)
+
+    follow_base = v * r * s if objective is Objective.EVENTS else 0.0
+
+    def choose(mu: float) -> tuple[NDArray[np.bool_], Floats]:
+        f_poll = frequencies(mu * c, r, v, objective)
+        f_rest = frequencies(mu * c, r_rest, v_rest, objective)
+        poll = gain(r, v, f_poll) - mu * c * f_poll
+        both = follow_base + gain(r_rest, v_rest, f_rest) - mu * c * (k + f_rest)
+        fol = ok & (both > poll)
+        return fol, c * np.where(fol, k + f_rest, f_poll)
+
+    lo, hi = -60.0, 60.0
+    for _ in range(48):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if float(choose(float(np.exp(mid)))[1].sum()) > budget else (lo, mid)
+    fol, _ = choose(float(np.exp(hi)))
+    follow[rows] = fol
+    fetches[rows] = np.where(fol, k, 0.0)
+    rest_rate = rate.copy()
+    rest_value = value.copy()
+    rest_rate[rows] = np.where(fol, r_rest, r)
+    rest_value[rows] = np.where(fol, v_rest, v)
+    return follow, fetches, rest_rate, rest_value
 
 
 def _type_means(types: NDArray[np.intp], own: Floats, default: float) -> Floats:
@@ -281,17 +323,40 @@ def _type_means(types: NDArray[np.intp], own: Floats, default: float) -> Floats:
     return np.where(counts > 0, sums / np.maximum(counts, 1), default)
 
 
-def _freshness(rows: np.ndarray, alpha: Floats, beta: Floats, value: Floats,
-               page: NDArray[np.bool_], now: float, backlog: float) -> dict[str, float]:
+def sitemap_readings(rows: np.ndarray, trusted: NDArray[np.bool_]
+                     ) -> tuple[np.ndarray, Floats, NDArray[np.bool_]]:
+    """What trusted sitemap dates read since a page's last fetch tell: a date no later than the
+    fetch says the copy was still current when the date was read (an unchanged observation
+    for the rate model, and the time the copy was last known current); a later date says the
+    copy is stale (a change the fetch it triggers will observe). Dates of untrusted hosts say
+    nothing. Returns the rows with those unchanged observations added, each page's time last
+    known current, and which copies are known stale."""
+    fetched = rows["last_fetched"]
+    read = trusted & (rows["lastmod"] > 0) & (rows["lastmod_read"] > fetched) & (fetched > 0)
+    current = read & (rows["lastmod"] <= fetched)
+    confirmed = np.where(current, rows["lastmod_read"], fetched)
+    if current.any():
+        rows = rows.copy()
+        extra = (rows["lastmod_read"] - fetched)[current]
+        rows["visits"][current] += 1
+        rows["seconds"][current] += extra
+        rows["unchanged_seconds"][current] += extra
+    return rows, confirmed, read & ~current
+
+
+def _freshness(rows: np.ndarray, confirmed: Floats, stale: NDArray[np.bool_], alpha: Floats,
+               beta: Floats, value: Floats, page: NDArray[np.bool_], now: float,
+               backlog: float) -> dict[str, float]:
     """The model's estimate of the copy's freshness now: each fetched page is fresh with its
-    posterior chance of no change since its fetch, ``E[exp(-rate t)] = (beta / (beta + t))^alpha``
-    under its Gamma(alpha, beta) posterior (not ``exp(-mean rate * t)``, which undercounts:
-    a page the model knows little about could be slow as well as fast); pages discovered but
-    not fetched count as stale (the backlog at the mean value)."""
+    posterior chance of no change since it was last known current (its fetch, or a trusted
+    sitemap date read since), ``E[exp(-rate t)] = (beta / (beta + t))^alpha`` under its
+    Gamma(alpha, beta) posterior (not ``exp(-mean rate * t)``, which undercounts: a page the
+    model knows little about could be slow as well as fast); copies a trusted date shows stale,
+    and pages discovered but not fetched (the backlog at the mean value), count as stale."""
     fetched = page & (rows["last_fetched"] > 0)
-    since = np.maximum(now - rows["last_fetched"], 0.0)
+    since = np.maximum(now - confirmed, 0.0)
     with np.errstate(divide="ignore", invalid="ignore"):
-        fresh = np.where(fetched & (beta > 0), (beta / (beta + since)) ** alpha, 0.0)
+        fresh = np.where(fetched & (beta > 0) & ~stale, (beta / (beta + since)) ** alpha, 0.0)
     n = float(fetched.sum())
     out = {"fetched": n}
     if n == 0:

@@ -117,7 +117,6 @@ class Allocator:
         self._bucket_mark: tuple[float, float, float] | None = None  # (time, wasted, granted)
         self._started = time.monotonic()
         self._cycles_here = 0
-        self._trigger_spend = 0.0
         # The cycle's estimated freshness, averaged over time: (sum of estimate x seconds, seconds)
         self._estimates: dict[str, list[float]] = {}
         self._estimated_at: float | None = None
@@ -322,7 +321,6 @@ class Allocator:
         if n:
             a = self._input(now, float(queued))
             result = plan(a)
-            self._trigger_spend = result.figures.get("plan:triggers", 0.0)
             self._schedule(result, now)
         self._publish(result, float(queued), n)
         seconds = time.perf_counter() - started
@@ -400,7 +398,7 @@ class Allocator:
             type_tier={types.id(t.name): t.tier for t in site.page_types},
             listing_types=frozenset(types.id(t.name) for t in site.page_types if t.listing is not None),
             prior=self.prior, default_cost=runtime.default_cost(), backlog=backlog,
-            gain=self.gain, trigger_spend=self._trigger_spend, objective=Objective(site.objective),
+            gain=self.gain, objective=Objective(site.objective),
             seed_rng=self.seed)
 
     def _schedule(self, result: Any, now: float) -> None:

@@ -58,14 +58,18 @@ TIER_VALUES: dict[int, float] = {1: 1.0, 2: 3.0, 3: 10.0, 4: 30.0}
 STEPS_PER_DECADE = 100  # priorities 2.3% apart in score are still ordered
 _HALF_SPAN = 2000  # scores from 1e-20 to 1e20 keep their order inside a band
 #: The integer priority band of each kind of request, best first.
-BANDS: dict[str, int] = {"robots": 30_000, "sitemap": 20_000, "known": 10_000, "discovery": 0}
+BANDS: dict[str, int] = {"robots": 30_000, "sitemap": 20_000, "newly_listed": 5_000,
+                         "known": 10_000, "discovery": 0}
 _REFRESH_SECONDS = 5.0
 
 
-def band_for(purpose: str, known: bool = False) -> int:
-    """The band of a request: robots.txt and sitemaps by purpose, then pages."""
+def band_for(purpose: str, known: bool = False, newly_listed: bool = False) -> int:
+    """The band of a request: robots.txt and sitemaps by purpose, then URLs a page or sitemap
+    read again lists for the first time (new pages, found within a reading's time), then pages."""
     if purpose in ("robots", "sitemap"):
         return BANDS[purpose]
+    if newly_listed and not known:
+        return BANDS["newly_listed"]
     return BANDS["known"] if known else BANDS["discovery"]
 
 
@@ -126,7 +130,8 @@ class PriorityMiddleware(BaseSpiderMiddleware):
         score, cost = self.score(request, meta[M.PAGE_TYPE])
         meta[M.EXPECTED_COST] = cost
         meta[M.PRIORITY] = score
-        request.priority = scrapy_priority(score, band_for(purpose, bool(meta.get(M.KNOWN))))
+        request.priority = scrapy_priority(score, band_for(purpose, bool(meta.get(M.KNOWN)),
+                                                           bool(meta.get(M.NEWLY_LISTED))))
         return request
 
     def _purpose(self, request: Request) -> str:

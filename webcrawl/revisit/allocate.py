@@ -34,7 +34,7 @@ from .gain import Objective
 Floats = NDArray[np.float64]
 Ints = NDArray[np.intp]
 
-__all__ = ["Allocation", "allocate_rates", "expected_freshness"]
+__all__ = ["Allocation", "allocate_rates", "expected_freshness", "frequencies"]
 
 _X = np.logspace(-7, 3, 20001)
 _H = -np.expm1(-_X) - _X * np.exp(-_X)  # h(x), kept precise for small x
@@ -49,7 +49,7 @@ def _h_inverse(target: Floats) -> Floats:
     return np.where(t >= _H[-1], np.inf, x)
 
 
-def _frequencies(price: Floats, rate: Floats, value: Floats, objective: Objective) -> Floats:
+def frequencies(price: Floats, rate: Floats, value: Floats, objective: Objective) -> Floats:
     """Each page's frequency where its marginal value meets ``price`` (= mu * cost + nu)."""
     with np.errstate(divide="ignore", invalid="ignore"):
         scale = rate if objective is Objective.FRESHNESS else np.ones_like(rate)
@@ -96,14 +96,14 @@ def allocate_rates(rate: Floats, value: Floats, cost: Floats, host: Ints, capaci
     mu = 1.0
     for _ in range(rounds):
         mu = _solve_mu(rate, value, cost, nu[host], budget_rate, objective, iterations)
-        f = _frequencies(mu * cost + nu[host], rate, value, objective)
+        f = frequencies(mu * cost + nu[host], rate, value, objective)
         load = np.bincount(host, weights=f, minlength=nhosts)
         over = load > capacity * (1 + 1e-9)
         binding = nu > 0
         if not over.any() and not (binding & (load < capacity * (1 - 1e-3))).any():
             break
         nu = _solve_nu(rate, value, cost, host, capacity, mu, nu, objective, iterations)
-    f = _frequencies(mu * cost + nu[host], rate, value, objective)
+    f = frequencies(mu * cost + nu[host], rate, value, objective)
     return Allocation(f, float(mu), nu, float((cost * f).sum()))
 
 
@@ -113,7 +113,7 @@ def _solve_mu(rate: Floats, value: Floats, cost: Floats, nu: Floats, budget_rate
     lo, hi = -60.0, 60.0
     for _ in range(iterations):
         mid = 0.5 * (lo + hi)
-        spent = float((cost * _frequencies(np.exp(mid) * cost + nu, rate, value, objective)).sum())
+        spent = float((cost * frequencies(np.exp(mid) * cost + nu, rate, value, objective)).sum())
         lo, hi = (mid, hi) if spent > budget_rate else (lo, mid)
     return float(np.exp(hi))
 
@@ -123,7 +123,7 @@ def _solve_nu(rate: Floats, value: Floats, cost: Floats, host: Ints, capacity: F
     """Each host's multiplier with ``mu`` fixed: 0 where the host's pages fit its capacity, else
     the value (bisected on a log scale, every host at once) that brings them down to it."""
     nhosts = len(capacity)
-    free = _frequencies(mu * cost, rate, value, objective)
+    free = frequencies(mu * cost, rate, value, objective)
     load = np.bincount(host, weights=free, minlength=nhosts)
     capped = load > capacity
     out = np.zeros(nhosts)
@@ -137,7 +137,7 @@ def _solve_nu(rate: Floats, value: Floats, cost: Floats, host: Ints, capacity: F
     hi = np.full(nhosts, 60.0)
     for _ in range(iterations):
         mid = 0.5 * (lo + hi)
-        f = _frequencies(mu * c + np.exp(mid[h]), r, v, objective)
+        f = frequencies(mu * c + np.exp(mid[h]), r, v, objective)
         host_load = np.bincount(h, weights=f, minlength=nhosts)
         too_much = host_load > capacity
         lo = np.where(capped & too_much, mid, lo)

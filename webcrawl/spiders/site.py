@@ -128,7 +128,7 @@ class SiteSpider(scrapy.Spider):
             yield self._sitemap_request(url, 0)
 
     def _page_request(self, url: str, lastmod: float | None = None,
-                      depth_reset: bool = False) -> scrapy.Request | None:
+                      depth_reset: bool = False, reread: bool = False) -> scrapy.Request | None:
         """A discovery request for the canonical ``url``, or ``None`` when this process already
         asked for it (a sitemap's date for it is noted apart, see :meth:`parse_sitemap`)."""
         requested = self._requested
@@ -146,6 +146,8 @@ class SiteSpider(scrapy.Spider):
             meta[META_LASTMOD] = lastmod
         if depth_reset:
             meta["depth_reset"] = True  # sitemap entries count as depth 0, like seeds
+        if reread:
+            meta[M.NEWLY_LISTED] = True  # listed by a page read before: likely a new page
         self._inc(SPIDER + "requests/discovery")
         return scrapy.Request(url, callback=self.parse, meta=meta)
 
@@ -185,9 +187,10 @@ class SiteSpider(scrapy.Spider):
             stats.inc_value(PARSE + key, count)
         stats.inc_value(self._keyed(PARSE + "page_type/", result.page_type))
         requested, new = self._requested, 0
+        reread = bool(response.meta.get(M.KNOWN))
         for url in result.links:
             if url not in requested:
-                request = self._page_request(url)
+                request = self._page_request(url, reread=reread)
                 if request is not None:
                     new += 1
                     yield request
@@ -265,6 +268,7 @@ class SiteSpider(scrapy.Spider):
                     yield self._sitemap_request(url, level + 1)
             return
         read_at = self._signals.now() if self._signals is not None else time.time()
+        reread = bool(response.meta.get(M.KNOWN))
         for loc, lastmod in document.entries:
             self._inc(SITEMAP + "urls")
             url = parser.canonicalizer.canonical(loc)
@@ -277,7 +281,7 @@ class SiteSpider(scrapy.Spider):
                 self._inc(SITEMAP + "lastmod")
                 if self._signals is not None:
                     self._signals.lastmod(url, _host(url), lastmod, read_at)
-            request = self._page_request(url, lastmod, depth_reset=True)
+            request = self._page_request(url, lastmod, depth_reset=True, reread=reread)
             if request is not None:
                 yield request
 

@@ -16,16 +16,32 @@ local function host_count(key, host)
   return redis.call('ZLEXCOUNT', key, '[' .. host .. '\0', '(' .. host .. '\1')
 end
 
+-- Due members sort by host, then class ('0': sitemaps, read on time even on a host that lags
+-- behind its revisits, since they find new pages; '1': pages), then due time.
 local function due_member(host, due, kind, url)
-  return host .. '\0' .. string.format('%013d', math.floor(due * 1000 + 0.5)) .. '\0' .. kind .. url
+  local class = kind == 's' and '0' or '1'
+  return host .. '\0' .. class .. string.format('%013d', math.floor(due * 1000 + 0.5)) .. '\0' .. kind .. url
 end
 
 -- host, due (seconds), kind, url of a due member
 local function due_parts(member)
   local a = string.find(member, '\0', 1, true)
   local b = string.find(member, '\0', a + 1, true)
-  return string.sub(member, 1, a - 1), tonumber(string.sub(member, a + 1, b - 1)) / 1000,
+  return string.sub(member, 1, a - 1), tonumber(string.sub(member, a + 2, b - 1)) / 1000,
          string.sub(member, b + 1, b + 1), string.sub(member, b + 2)
+end
+
+-- The host's due member to take at `now`: a sitemap due by then, else its earliest member of
+-- either class (which may not be due yet; with now = nil, simply the earliest).
+local function due_next(key, host, now)
+  local prefix = host .. '\0'
+  local s = redis.call('ZRANGEBYLEX', key, '[' .. prefix .. '0', '(' .. prefix .. '1', 'LIMIT', 0, 1)[1]
+  local ds = s and select(2, due_parts(s))
+  if s and now and ds <= now then return s end
+  local p = redis.call('ZRANGEBYLEX', key, '[' .. prefix .. '1', '(' .. host .. '\1', 'LIMIT', 0, 1)[1]
+  if not s then return p end
+  if not p then return s end
+  return (ds <= select(2, due_parts(p))) and s or p
 end
 
 -- K: table with frontier, due, next, ready_new, ready_due key names.
@@ -37,7 +53,7 @@ local function rescore(K, host)
   else
     redis.call('ZREM', K.ready_new, host)
   end
-  local first = host_first(K.due, host)
+  local first = due_next(K.due, host, nil)
   if first then
     local _, due = due_parts(first)
     redis.call('ZADD', K.ready_due, math.max(nxt, due), host)

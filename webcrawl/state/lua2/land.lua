@@ -216,6 +216,7 @@ local function lastmod(url, host, date, read_at, mode)
   local r = rec_read(raw)
   r.lastmod, r.lastmod_read = date, read_at
   redis.call('HSET', K.pages, url, rec_write(r))
+  redis.call('SADD', K.dirty, url)  -- the allocator reads what the date says of the copy
   if date > r.last_fetched and sitemap_trusted(host, mode) then return trigger(url, host, now) end
   return ''
 end

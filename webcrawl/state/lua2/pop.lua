@@ -68,7 +68,7 @@ while popped < max and guard < 4 * max + 16 do
         item = string.sub(member, string.find(member, '|', 1, true) + 1)
       end
     else
-      member = host_first(K.due, host)
+      member = due_next(K.due, host, now)
       if member then
         local _, due, letter, url = due_parts(member)
         if due > now then
