@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from webcrawl.extensions._alloc_plan import DETECTOR_MAX_CYCLES, DISCOVERY_MAX, AllocInput, plan, sitemap_readings
+from webcrawl.extensions._alloc_plan import DETECTOR_MAX_CYCLES, DISCOVERY_MAX, AllocInput, plan, followed_lag, sitemap_readings
 from webcrawl.revisit import GammaPrior, Objective, PageHistory
 from webcrawl.state import records
 from webcrawl.state.records import EMPTY_BIN, KIND_PAGE, KIND_SITEMAP
@@ -287,3 +287,28 @@ def test_a_trusted_sitemap_date_read_since_the_fetch_says_how_fresh_the_copy_is(
     # Untrusted dates say nothing either way.
     assert plan(alloc_input([rows[1]], [0])).figures["freshness"] == pytest.approx(
         plan(alloc_input([rows[2]], [0])).figures["freshness"])
+
+
+def test_what_followed_changes_actually_waited_prices_following() -> None:
+    """Changes a trusted date showed were fetched 40 s after they were made (a busy host): on
+    such a host following fast pages buys far less than half a sitemap period promises."""
+    def followed(rate_every: float, waited: float | None) -> np.void:
+        r = page_row(24, 12, rate_every)
+        r["follow"], r["last_changed"], r["last_interval"] = 1, 1, rate_every
+        if waited is not None:
+            r["lastmod"] = r["last_fetched"] - waited
+        return r
+
+    rows = [followed(120.0, 40.0) for _ in range(6)]
+    lag = followed_lag(np.array(rows, dtype=records.DTYPE), np.zeros(6, dtype=np.intp), 1)
+    assert lag[0] == pytest.approx(40.0)
+    few = followed_lag(np.array(rows[:4], dtype=records.DTYPE), np.zeros(4, dtype=np.intp), 1)
+    assert np.isnan(few[0]), "four samples are not enough to say"
+    # A date before the previous fetch says nothing about this change's wait.
+    old = followed(120.0, 500.0)
+    assert np.isnan(followed_lag(np.array([old] * 6, dtype=records.DTYPE),
+                                 np.zeros(6, dtype=np.intp), 1)[0])
+    trusted = dict(sitemap_trusted=np.array([True]), sitemap_seconds=8.0, budget_rate=0.5)
+    quick = plan(alloc_input([followed(120.0, None) for _ in range(6)], [0] * 6, **trusted))
+    slow = plan(alloc_input(rows, [0] * 6, **trusted))
+    assert quick.follow.all() and not slow.follow.any()

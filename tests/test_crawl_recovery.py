@@ -214,11 +214,6 @@ def test_an_outage_past_the_limit_stops_the_crawl_once_naming_the_server(
     assert not missing, f"pages lost after the crawl stopped: {sorted(missing)}"
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "A frozen Redis (it keeps its connections open and never answers) blocks the crawl's reactor "
-    "in synchronous redis-py calls: a 10 s socket timeout retried 3 times, nested with the "
-    "reconnect's health-check PING and its own retries. The first error surfaces about 40 s in, "
-    "and WEBCRAWL_REDIS_OUTAGE_SECONDS=2 never ends the crawl (still blocked 150 s into a freeze)"))
 def test_a_server_frozen_past_the_limit_stops_the_crawl(crawls: Crawls, own_redis: OwnRedis
                                                          ) -> None:
     config = settings(own_redis.url, 0.1, WEBCRAWL_REDIS_OUTAGE_SECONDS=2,
@@ -235,12 +230,6 @@ def test_a_server_frozen_past_the_limit_stops_the_crawl(crawls: Crawls, own_redi
     assert len(errors) == 1 and own_redis.url in errors[0], errors
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "CrawlRuntime._flush calls answered() whenever batch.flush() does not raise, also when the "
-    "batch had nothing to send: Redis was asked nothing, yet the outage is declared over ('answers "
-    "again after 0.0 s; the crawl goes on') and its clock restarts. In a crawl on a cluster whose "
-    "master is down, a process logs the outage and its end every tick and, the master lost for "
-    "good, never reaches WEBCRAWL_REDIS_OUTAGE_SECONDS"))
 def test_an_outage_ends_only_when_redis_answers(own_redis: OwnRedis) -> None:
     runtime = runtime_for(own_redis.url, {"WEBCRAWL_REDIS_OUTAGE_SECONDS": 30})
     own_redis.kill()

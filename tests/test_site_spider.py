@@ -92,7 +92,8 @@ def test_start_yields_canonical_seeds_then_sitemaps(spider: SiteSpider) -> None:
     assert seed.meta["webcrawl_purpose"] == "discovery" and seed.meta["webcrawl_page_type"] is None
     assert seed.callback == spider.parse and not seed.dont_filter
     assert sitemap.meta["webcrawl_purpose"] == "sitemap" and sitemap.callback == spider.parse_sitemap
-    assert sitemap.dont_filter and sitemap.meta["webcrawl_conditional"] is False
+    # Through the seen filter (read once per due time), never conditional.
+    assert not sitemap.dont_filter and sitemap.meta["webcrawl_conditional"] is False
 
 
 def test_the_base_class_has_no_name_and_refuses_to_start() -> None:

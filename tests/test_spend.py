@@ -177,3 +177,20 @@ def test_without_a_budget_nothing_is_counted() -> None:
     spend.reconcile(request, 5.0)
     spend.tick()
     assert not spend.enabled and spend.poppable() >= 1 << 20 and M.CHARGED not in request.meta
+
+
+def test_revisits_due_soon_may_come_early_only_while_money_piles_up(parts: Parts) -> None:
+    parts.bucket.configure(2.0, 20.0, 1, tokens=20.0)  # ten seconds of budget waiting
+    idle = parts.controller(continuous=True)
+    idle.lookahead = 30.0
+    idle.open()
+    assert idle.idle and idle.ahead() == 30.0
+    one_run = parts.controller(continuous=False)  # a one-run cycle pulls its window forward whole
+    one_run.lookahead = 30.0
+    one_run.open()
+    assert one_run.ahead() == 0.0
+    parts.bucket.configure(2.0, 20.0, 1, tokens=1.0)  # spent as it comes: nothing early
+    busy = parts.controller(continuous=True)
+    busy.lookahead = 30.0
+    busy.open()
+    assert not busy.idle and busy.ahead() == 0.0

@@ -191,6 +191,21 @@ def test_a_due_sitemap_goes_before_revisits_its_host_is_behind_on(state: State) 
     assert [i.item for i in state.pop_all(order="d")] == ["p" + pages[1]], "then the pages, in order"
 
 
+def test_revisits_due_soon_come_out_early_only_when_asked_and_on_the_hosts_turn(state: State) -> None:
+    host = "a.test"
+    now = state.server_time()
+    soon, later = "http://a.test/soon", "http://a.test/later"
+    for url, due in ((soon, now + 5), (later, now + 60)):
+        state.land(host, observe_op(url, full=True, time=now, record_hash="ab" * 8))
+        state.land(host, interval_op(url, 600.0, due_at=due))
+    assert state.pop_all(order="d") == [], "nothing is due yet"
+    shard = state.layout.shard_index(host)
+    early = state.queue.pop(shard, "me", 0, 5, "d", ahead=10.0).items
+    assert [i.item for i in early] == ["p" + soon], "due within the look ahead, earliest first"
+    again = state.queue.pop(shard, "me", 1, 5, "d", ahead=120.0).items
+    assert again == [], "the host's turn holds for early revisits too"
+
+
 def test_known_changes_make_a_page_due_only_where_it_follows_them(state: State) -> None:
     url, host = "http://a.test/p", "a.test"
     now = state.server_time()

@@ -216,11 +216,12 @@ class CrawlRuntime:
         if self.failed:
             return
         try:
-            self.batch.flush()
+            sent = self.batch.flush()
         except StateError as exc:
             self.fail(exc)
         else:
-            self.answered()
+            if sent:  # only an answer ends an outage, not a batch with nothing to send
+                self.answered()
 
     def flush(self) -> None:
         """Send the batch now (before a read that must see it)."""

@@ -115,6 +115,7 @@ class ReadyQueueScheduler(BaseScheduler):
         self._type_names: dict[int, str] = {}
         self._exclusions = -1
         self._refreshed_at = -math.inf
+        self._early_after = -math.inf  # no early revisits looked for before this (server time)
         self._max_delay = runtime.config.domain_delay
         self._lost_pop: tuple[int, str, int, str] | None = None
 
@@ -260,8 +261,10 @@ class ReadyQueueScheduler(BaseScheduler):
                     return None
             now = runtime.clock.time()
             shard = min(range(len(self._earliest)), key=self._earliest.__getitem__)
-            if self._earliest[shard] > now:
-                self._wake_engine_at(self._earliest[shard])
+            # Early revisits while money sits idle, at most one fruitless look per tick.
+            ahead = self.spend.ahead() if now >= self._early_after else 0.0
+            if self._earliest[shard] > now + ahead:
+                self._wake_engine_at(self._earliest[shard] - ahead)
                 return None
             budget = self.spend.poppable()
             if budget <= 0 or runtime.in_outage:
@@ -272,7 +275,7 @@ class ReadyQueueScheduler(BaseScheduler):
             shard, op_id, count, order = self._lost_pop
             try:
                 popped = self.queue.pop(shard, runtime.owner, self._lease_counter, count, order,
-                                        op_id=op_id)
+                                        op_id=op_id, ahead=ahead)
             except StateError as exc:
                 runtime.fail(exc)  # the same pop goes again: if it was done, its items come back
                 self._wake_engine_at(now + TICK_SECONDS)
@@ -289,6 +292,8 @@ class ReadyQueueScheduler(BaseScheduler):
             for item in popped.items:
                 self._max_delay = max(self._max_delay, item.delay)
             if not popped.items:
+                if ahead:
+                    self._early_after = now + TICK_SECONDS
                 self._wake_engine_at(min(self._earliest))
                 return None
         item = self._buffer.popleft()
@@ -468,7 +473,9 @@ class ReadyQueueScheduler(BaseScheduler):
         except StateError as exc:
             runtime.fail(exc)
             return
-        if done or min(self._earliest) <= runtime.clock.time():
+        now = runtime.clock.time()
+        ahead = self.spend.ahead() if now >= self._early_after else 0.0
+        if done or min(self._earliest) <= now + ahead:
             self._poke_engine()
 
     def _wake_engine_at(self, when: float) -> None:

@@ -44,6 +44,11 @@ __all__ = ["SpendController"]
 logger = logging.getLogger(__name__)
 
 WALLET_SECONDS = 0.5
+#: Tokens piled up in the bucket (seconds of budget) that mean money sits idle: revisits due soon
+#: may then come out early (see :meth:`SpendController.ahead`).
+IDLE_SECONDS = 1.0
+IDLE_CHECK_SECONDS = 0.5
+LOOKAHEAD_MAX_SECONDS = 3600.0  #: early revisits come from at most a cycle ahead, and this
 DECAY_SECONDS = 30.0
 
 
@@ -73,6 +78,9 @@ class SpendController:
         self._published_at = -math.inf
         self._closing = False
         self.exhausted = False
+        self.idle = False  # the bucket held more than IDLE_SECONDS of budget at the last look
+        self._idle_checked = -math.inf
+        self.lookahead = 0.0  # how far ahead early revisits may come from, when money is idle
 
     @classmethod
     def from_runtime(cls, runtime: Any) -> SpendController:
@@ -88,10 +96,14 @@ class SpendController:
             if engine is not None:
                 deferred_from_coro(engine.close_spider_async(reason=reason))
 
-        return cls(runtime.bucket if enabled else None, runtime.batch, default_cost=default,
-                   discovery_share=site.budget.reserves.discovery if site is not None else 0.1,
-                   read_published=runtime.published, close=close,
-                   continuous=runtime.continuous(), cycle=lambda: runtime.cycle)
+        controller = cls(runtime.bucket if enabled else None, runtime.batch, default_cost=default,
+                         discovery_share=site.budget.reserves.discovery if site is not None else 0.1,
+                         read_published=runtime.published, close=close,
+                         continuous=runtime.continuous(), cycle=lambda: runtime.cycle)
+        cycle_seconds = settings.getfloat("WEBCRAWL_CYCLE_SECONDS", 0.0) or (
+            site.budget.cycle_seconds if site is not None else 0.0)
+        controller.lookahead = min(cycle_seconds, LOOKAHEAD_MAX_SECONDS)
+        return controller
 
     @property
     def enabled(self) -> bool:
@@ -109,6 +121,13 @@ class SpendController:
         if self.wallet < self.typical_cost * 0.5:
             return 0
         return max(1, int(self.wallet / self.typical_cost))
+
+    def ahead(self) -> float:
+        """Seconds ahead from which due revisits may be popped now: while budget piles up in the
+        bucket (nothing due on hosts whose turn came: a wave of due times has passed, or a host
+        is held back), the revisits due soonest come out early, so spending stays smooth; 0
+        otherwise. Continuous crawls only (a one-run cycle's window is pulled forward whole)."""
+        return self.lookahead if self.idle and self.enabled else 0.0
 
     def order(self) -> str:
         """"nd" (new URLs first) or "dn" (due revisits first): see the module docstring."""
@@ -172,9 +191,12 @@ class SpendController:
         if not self.enabled or self.bucket is None:
             return
         target = max(self.rate * WALLET_SECONDS, 2 * self.typical_cost)
-        if self.wallet < target:
-            granted, left, self.rate = self.bucket.take(target - self.wallet)
+        now = time.monotonic()
+        if self.wallet < target or now - self._idle_checked > IDLE_CHECK_SECONDS:
+            granted, left, self.rate = self.bucket.take(max(target - self.wallet, 0.0))
             self.wallet += granted
+            self._idle_checked = now
+            self.idle = self.continuous and self.rate > 0 and left > self.rate * IDLE_SECONDS
             if (not self.continuous and self.cycle() is not None and self.rate == 0 and left <= 0
                     and self.wallet < self.typical_cost * 0.5):
                 self.exhausted = True

@@ -52,6 +52,7 @@ DISCOVERY_SECONDS = 30.0
 DETECTOR_MAX_CYCLES = 2
 #: Share of a page's changes a listing's summary shows (price, stock: not every field).
 LISTED_SHARE = 0.5
+LAG_SAMPLES = 5  #: followed changes a host's measured detection lag needs
 _CHUNK = 50_000
 Floats = NDArray[np.float64]
 
@@ -187,9 +188,11 @@ def plan(a: AllocInput) -> AllocResult:
     det_spend = float((cost * det_rate).sum())
     capacity_left = np.maximum(capacity_left - np.bincount(host, det_rate, minlength=nhosts), 0.0)
     # How long a change waits to be seen by a detector: half a sitemap period on hosts whose
-    # dates are trusted, half the host's listing period elsewhere.
+    # dates are trusted (or what followed changes there actually waited, when longer: the
+    # queue, the host's turns), half the host's listing period elsewhere.
     host_listing_iv = _host_mean(host, np.where(others, interval, np.nan), nhosts)
-    detect = np.where(trusted_row, sm_interval / 2, host_listing_iv[host] / 2)
+    waited = followed_lag(rows, host, nhosts)
+    detect = np.where(trusted_row, np.fmax(sm_interval / 2, waited[host]), host_listing_iv[host] / 2)
     visible = np.where(trusted_row, 1.0, LISTED_SHARE)
 
     # Re-estimation floor and the verification sample.
@@ -244,6 +247,21 @@ def plan(a: AllocInput) -> AllocResult:
         figures[f"cost:{int(t)}"] = float(type_cost[t])
     figures.update(_freshness(rows, confirmed, stale, alpha, beta, value, page, a.now, a.backlog))
     return AllocResult(interval, np.asarray(verify, dtype=np.intp), rate, value, cost, follow, figures)
+
+
+def followed_lag(rows: np.ndarray, host: NDArray[np.intp], nhosts: int,
+                 min_samples: int = LAG_SAMPLES) -> Floats:
+    """Per host, how long followed changes waited before their fetch: over pages followed whose
+    last fetch found the change a sitemap dated after the fetch before it, the mean of
+    ``last fetch - date``; NaN where fewer than ``min_samples`` pages say."""
+    previous = rows["last_fetched"] - rows["last_interval"]
+    date = rows["lastmod"]
+    ok = ((rows["follow"] == 1) & (rows["last_changed"] == 1) & (date > previous)
+          & (date <= rows["last_fetched"]))
+    lag = rows["last_fetched"] - date
+    sums = np.bincount(host[ok], lag[ok], minlength=nhosts)
+    counts = np.bincount(host[ok], minlength=nhosts)
+    return np.where(counts >= min_samples, sums / np.maximum(counts, 1), np.nan)
 
 
 def _host_mean(host: NDArray[np.intp], x: Floats, nhosts: int) -> Floats:

@@ -65,6 +65,10 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+#: Revisits waiting this long on hosts whose turn came, with the bucket dry, mean more is
+#: planned than the budget pays for.
+OVERDUE_SECONDS = 2.0
+
 __all__ = ["Allocator"]
 
 STATS = "webcrawl/allocator/"
@@ -327,13 +331,23 @@ class Allocator:
         self.stats.inc_value(STATS + "runs")
         self.stats.set_value(STATS + "pages", n)
         self.stats.set_value(STATS + "seconds", seconds)
-        logger.debug("Allocated %d pages over %d hosts in %.3f s", n, len(hosts), seconds)
+        if result is not None and logger.isEnabledFor(logging.DEBUG):
+            fig = result.figures
+            logger.debug("Allocated %d pages over %d hosts in %.3f s: %s", n, len(hosts), seconds,
+                         ", ".join(f"{k} {fig[k]:.3g}" for k in sorted(fig) if k.startswith("plan:")
+                                   or k in ("gain", "mu", "follow", "visited", "discovery_share")))
+        else:
+            logger.debug("Allocated %d pages over %d hosts in %.3f s", n, len(hosts), seconds)
 
     def _adjust_gain(self, now: float) -> None:
-        """Raise the revisit budget while the bucket overflows, lower it slowly otherwise."""
+        """Raise the revisit budget while the bucket overflows (money nobody could spend); lower
+        it slowly while the bucket is dry and revisits wait on hosts whose turn has come (more is
+        planned than the budget pays for); leave it alone otherwise (spent as planned, or new
+        URLs taking what revisits left)."""
         if not self.continuous:
             return
-        state = self.runtime.bucket.read()
+        runtime = self.runtime
+        state = runtime.bucket.read()
         mark = self._bucket_mark
         self._bucket_mark = (now, state.wasted, state.granted)
         if mark is None or state.rate <= 0 or now <= mark[0]:
@@ -341,8 +355,10 @@ class Allocator:
         idle = max(state.wasted - mark[1], 0.0) / (state.rate * (now - mark[0]))
         if idle > 0.02 and len(self.table):
             self.gain = min(self.gain * (1 + 2 * idle), 8.0)
-        else:
-            self.gain = max(self.gain * 0.97, 0.5)
+        elif state.tokens < state.rate * 0.5:
+            due = [d for _, d in runtime.queue.earliest() if d is not None]
+            if due and min(due) < now - OVERDUE_SECONDS:
+                self.gain = max(self.gain * 0.97, 0.5)
 
     def _input(self, now: float, backlog: float) -> AllocInput:
         runtime, table, site = self.runtime, self.table, self.site
@@ -406,11 +422,12 @@ class Allocator:
         runtime, table = self.runtime, self.table
         rows = table.records
         new = result.interval
+        follow = result.follow
         if self.policy == "uniform":
             new = self._uniform(result)
+            follow = np.zeros_like(follow)
         old = rows["iv"]
         finite = np.isfinite(new)
-        follow = result.follow
         moved = finite & ((old <= 0) | (np.abs(new - old) > 0.1 * np.maximum(old, 1e-9)))
         gone = ~finite & (old > 0)
         flipped = follow != (rows["follow"] == 1)
@@ -453,10 +470,12 @@ class Allocator:
         return int(window.sum())
 
     def _uniform(self, result: Any) -> np.ndarray:
-        """The baseline: every polled page at the same interval for the same spend."""
+        """The baseline: every polled page at the same interval for the same spend (what the
+        plan put on polling and on following changes), no change followed."""
         rows = self.table.records
         polled = np.isfinite(result.interval) & (rows["kind"] == 0)
         spend = float((result.cost[polled] / result.interval[polled]).sum())
+        spend += float(result.figures.get("plan:triggers", 0.0))
         out = result.interval.copy()
         if polled.any() and spend > 0:
             out[polled] = float(result.cost[polled].sum()) / spend

@@ -180,8 +180,9 @@ class WriteBatch:
                                       [self.layout.bucket, self.layout.op(new_op_id())],
                                       ["give", repr(float(bucket))]))
 
-    def flush(self) -> None:
-        """Send everything waiting, in one pipeline; answers go to the callbacks.
+    def flush(self) -> bool:
+        """Send everything waiting, in one pipeline; answers go to the callbacks. Returns whether
+        anything was sent (and answered).
 
         Raises :class:`redis.RedisError` when Redis fails. Nothing is lost then: the calls stay
         queued, with their op ids, and the next flush sends them again first; a call that the
@@ -190,7 +191,7 @@ class WriteBatch:
         self._scheduled = False
         self._build()
         if not self._unsent:
-            return
+            return False
         calls = self._unsent
         try:
             replies = self._send(calls)
@@ -214,6 +215,7 @@ class WriteBatch:
                 for n, callback in work.callbacks:
                     if callback is not None:
                         callback(list(reply[4 * n:4 * n + 4]))
+        return True
 
     def _send(self, calls: list[_Call]) -> list[Any]:
         pipe = self.client.pipeline(transaction=False)

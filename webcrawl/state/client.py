@@ -4,9 +4,11 @@ server, with every round trip counted.
 :func:`connect` takes any node's URL. When the server says ``cluster_enabled:1`` the client is
 redis-py's :class:`redis.cluster.RedisCluster` (it routes each command by its keys' slot and
 follows MOVED/ASK); otherwise a plain :class:`redis.Redis`. Either way commands time out after
-``socket_timeout`` and are retried a few times on connection errors and timeouts: every script
-that must not run twice carries an operation id (:mod:`webcrawl.state.scripts`), so a retry
-after a timeout that hid a success has no second effect.
+``socket_timeout`` and are retried a few times on connection errors (a blip, a failover), never
+on timeouts: a server that does not answer is the crawl's to wait out or give up on, within its
+own limit (``WEBCRAWL_REDIS_OUTAGE_SECONDS``), and nested retries would block for many timeouts.
+Every script that must not run twice carries an operation id (:mod:`webcrawl.state.scripts`), so
+the crawl's own resend after a timeout that hid a success has no second effect.
 
 Round trips: every packet of commands sent (one command, or one pipeline to one node) adds one
 to :attr:`RoundTrips.count` of the client, which the crawl publishes as a stat.
@@ -25,7 +27,7 @@ __all__ = ["RedisUnavailable", "RoundTrips", "connect", "describe", "is_cluster"
 
 logger = logging.getLogger(__name__)
 
-SOCKET_TIMEOUT_SECONDS = 10.0
+SOCKET_TIMEOUT_SECONDS = 5.0
 
 
 class RedisUnavailable(RuntimeError):
@@ -57,7 +59,9 @@ def describe(url: str | None) -> str:
 
 def _retry() -> Retry:
     # A short retry rides out a blip or a failover; past it the crawl stops (see the scheduler).
-    return Retry(ExponentialBackoff(cap=1.0, base=0.05), retries=3)
+    # Connection errors only: redis-py's default list also retries timeouts.
+    return Retry(ExponentialBackoff(cap=1.0, base=0.05), retries=3,
+                 supported_errors=(redis.ConnectionError,))
 
 
 def _cluster_client(url: str, counter: RoundTrips, options: dict[str, Any]) -> Any:
@@ -141,7 +145,7 @@ def connect(url: str, *, socket_timeout: float = SOCKET_TIMEOUT_SECONDS, check: 
     options: dict[str, Any] = dict(socket_timeout=socket_timeout,
                                    socket_connect_timeout=socket_timeout)
     if retries:
-        options.update(retry=_retry(), retry_on_error=[redis.ConnectionError, redis.TimeoutError])
+        options.update(retry=_retry(), retry_on_error=[redis.ConnectionError])
     if cluster:
         client: Any = _cluster_client(url, counter, options)
     else:

@@ -132,15 +132,17 @@ class CrawlQueue:
     # -- popping --------------------------------------------------------------------------------
 
     def pop(self, index: int, owner: str, first_lease: int, max_count: int, order: str,
-            share: int = TURN_SHARE, op_id: str | None = None) -> Popped:
+            share: int = TURN_SHARE, op_id: str | None = None, ahead: float = 0.0) -> Popped:
         """Pop up to ``max_count`` items of shard ``index``, the kinds in ``order`` of preference
         ("nd", "dn", "n", "d"); a host with both kinds ready gives every ``share``-th turn to the
-        other one (0: never). A call retried with the same ``op_id`` (its answer was lost) gets
-        the same items again, not more."""
+        other one (0: never). With ``ahead`` > 0, revisits due within that many seconds come out
+        early where nothing is due now (hosts' turns still hold). A call retried with the same
+        ``op_id`` (its answer was lost) gets the same items again, not more."""
         shard = self.layout.all_shards[index]
         reply = self.scripts.call("pop", shard, [owner, first_lease, max_count, order,
                                                  self.default_delay, self.lease_seconds,
-                                                 OP_TTL_SECONDS, share], op_id=op_id or new_op_id())
+                                                 OP_TTL_SECONDS, share, repr(float(ahead))],
+                                  op_id=op_id or new_op_id())
         return self.pop_reply(index, reply)
 
     @staticmethod

@@ -10,7 +10,9 @@
 -- A host on the exclusion list has its frontier and revisits dropped instead.
 -- KEYS: ready_new, ready_due, frontier, due, next, delay, leases, leased, excluded, queued, pages,
 --       validators, op
--- ARGV: owner, first lease number, max, order, default delay, lease seconds, op ttl, share
+-- Revisits due within ARGV ahead seconds may come out early (a caller whose money would otherwise
+-- sit idle), on hosts whose turn has come, earliest first.
+-- ARGV: owner, first lease number, max, order, default delay, lease seconds, op ttl, share, ahead
 -- Returns {now, queued, earliest new, earliest due, dropped, then per item:
 --          lease id, kind, payload (n) or url (d), page record or '', validators or '', delay, host}
 local K = {ready_new = KEYS[1], ready_due = KEYS[2], frontier = KEYS[3], due = KEYS[4],
@@ -21,6 +23,7 @@ if cached then return cached end
 local owner, counter, max, order = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
 local default_delay, lease = tonumber(ARGV[5]), tonumber(ARGV[6])
 local share = tonumber(ARGV[8] or 0)
+local ahead = tonumber(ARGV[9] or 0)
 local now = server_now()
 local out, popped, dropped = {}, 0, 0
 
@@ -44,6 +47,13 @@ while popped < max and guard < 4 * max + 16 do
     local k = string.sub(order, i, i)
     local ready = k == 'n' and K.ready_new or K.ready_due
     local h = redis.call('ZRANGEBYSCORE', ready, '-inf', now, 'LIMIT', 0, 1)[1]
+    if not h and k == 'd' and ahead > 0 then
+      -- Early revisits: a host whose first revisit is due soon and whose turn has come.
+      local soon = redis.call('ZRANGEBYSCORE', ready, '-inf', now + ahead, 'LIMIT', 0, 16)
+      for _, c in ipairs(soon) do
+        if tonumber(redis.call('HGET', K.next, c) or 0) <= now then h = c break end
+      end
+    end
     if h then host, kind = h, k break end
   end
   if not host then break end
@@ -71,7 +81,7 @@ while popped < max and guard < 4 * max + 16 do
       member = due_next(K.due, host, now)
       if member then
         local _, due, letter, url = due_parts(member)
-        if due > now then
+        if due > now + ahead then
           member = nil  -- not due yet after all (a stale ready score): rescored below
         else
           redis.call('ZREM', K.due, member)
