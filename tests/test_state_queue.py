@@ -144,7 +144,7 @@ def test_a_retried_script_call_has_no_second_effect(state: State) -> None:
     state.queue.push(shard, entries, BLOOM.num_slices, op_id="same")
     state.queue.push(shard, entries, BLOOM.num_slices, op_id="same")
     assert state.queue.counts()[0] == 1
-    args = [60, DELAY, 5, 0.05, 50, "F", "a.test"]
+    args = [60, DELAY, 5, 0.05, 50, 0, "F", "a.test"]
     first = state.scripts.call("land", shard, args, op_id="land-1")
     assert state.scripts.call("land", shard, args, op_id="land-1") == first
 
@@ -264,27 +264,41 @@ def _evalsha_calls(client: Any) -> int:
 
 def test_a_call_that_outlasts_the_client_timeout_is_not_applied_twice(redis_server: Any,
                                                                     redis_url: str) -> None:
-    """A push big enough to run longer than the client's timeout: the client gives up waiting,
-    retries with the same op id once the server is free, and the retry answers the first call's
-    result instead of pushing everything again."""
+    """A push big enough to run longer than the client's timeout: the client gives up waiting
+    (timeouts are not retried inside the client), the batch keeps the call with its op id, and the
+    crawl's next flush sends it again: that answers the first call's result instead of pushing
+    everything again."""
     admin = redis_server.client()
     size = 20_000
 
-    def push(client: Any, crawl: str) -> list[int]:
+    def state(client: Any, crawl: str) -> State:
         s = State(client, shards=1)
         s.layout = CrawlLayout(crawl, 1)
         s.queue.layout = s.batch.layout = s.layout
         s.queue.cap = 0
         s.queue.check_seen_filter(BLOOM)
-        return s.push(*(s.entry(f"http://a.test/{i}", filtered=False) for i in range(size)))
+        return s
 
     patient, _, _ = connect(redis_url)
     usec = int(admin.info("commandstats").get("cmdstat_evalsha", {}).get("usec", 0))
-    push(patient, "measure")  # how long such a push runs in the server here
+    measure = state(patient, "measure")
+    measure.push(*(measure.entry(f"http://a.test/{i}", filtered=False) for i in range(size)))
     took = (int(admin.info("commandstats")["cmdstat_evalsha"]["usec"]) - usec) / 1e6
     hasty, _, _ = connect(redis_url, socket_timeout=0.6 * took)
+    s = state(hasty, "contract")
+    statuses: list[int] = []
+    for i in range(size):
+        s.batch.push(s.entry(f"http://a.test/{i}", filtered=False), statuses.append)
     before = _evalsha_calls(admin)
-    assert push(hasty, "contract") == [PUSHED] * size
+    with pytest.raises(redis.TimeoutError):
+        s.batch.flush()
+    assert s.batch.unsent == 1, "the call is kept, with its op id"
+    deadline = time.monotonic() + 30
+    while _evalsha_calls(admin) - before < 1:  # the server finishes the call the client gave up on
+        assert time.monotonic() < deadline, "the first push never finished"
+        time.sleep(0.01)
+    assert s.batch.flush()
+    assert statuses == [PUSHED] * size
     assert _evalsha_calls(admin) - before >= 2, "the push ran, timed out at the client, ran again"
     assert CrawlQueue(patient, ScriptSet(patient), CrawlLayout("contract", 1), cap=0,
                       default_delay=DELAY, lease_seconds=30).counts()[0] == size, \

@@ -242,6 +242,9 @@ class Allocator:
                             self.cycle_seconds, "continuous" if self.continuous else "one run")
             self._cycles_here += 1
             runtime.cycle = self.cycle.id
+            # A one-run cycle fetches a page at most once: what it fetches is due again only
+            # after the cycle (the next run); a continuous crawl revisits on its intervals.
+            runtime.batch.not_before = 0.0 if self.continuous else self.cycle.ends
             ledger.heartbeat(self.cycle.id, self.worker, now + max(10 * TICK_SECONDS, 30.0))
         finally:
             ledger.unlock(token)
@@ -436,19 +439,28 @@ class Allocator:
                                        + 2 * runtime.config.lease_seconds < now)
         batch = runtime.batch
         changed = 0
+        # One run, one fetch a page: pages fetched in this run are due after its cycle.
+        this_run = np.zeros(len(rows), dtype=bool)
+        if not self.continuous and self.cycle is not None:
+            this_run = rows["last_fetched"] >= self.cycle.started
         for row in np.flatnonzero(moved | gone | flipped | stuck):
             url = table.urls[row]
             iv = float(new[row]) if finite[row] else 0.0
             host = table.hosts[table.host[row]]
             if stuck[row]:
                 batch.land(host, release_op(url))
-            batch.land(host, interval_op(url, iv, follow=bool(follow[row])))
+            due_at = None
+            if this_run[row] and iv > 0:
+                due_at = max(float(rows["last_fetched"][row]) + iv, self.cycle.ends)
+            batch.land(host, interval_op(url, iv, due_at=due_at, follow=bool(follow[row])))
             rows["iv"][row] = iv
             rows["follow"][row] = int(follow[row])
             changed += 1
             if changed % _CHUNK == 0:
                 runtime.flush()
         for row in result.verify:
+            if this_run[row]:
+                continue  # fetched in this one-run cycle already
             batch.land(table.hosts[table.host[row]], interval_op(
                 table.urls[row], float(rows["iv"][row]), due_at=now, follow=bool(follow[row])))
         runtime.flush()

@@ -85,6 +85,9 @@ class WriteBatch:
         self.layout = layout
         self.queue = queue
         self.settings = settings
+        #: No fetch makes its page due again before this server time (a one-run cycle's end: a
+        #: page is fetched at most once per run); 0 for none.
+        self.not_before = 0.0
         self.bloom_slices = bloom_slices
         self.schedule = schedule
         #: called after each shard's push with (shard, queued in it, its seen-filter count)
@@ -154,7 +157,7 @@ class WriteBatch:
         bucket, self._bucket = self._bucket, 0.0
         s = self.settings
         head = [OP_TTL_SECONDS, s.default_delay, s.sitemap_min_agreements,
-                s.sitemap_max_disagreement_rate, s.sitemap_memory]
+                s.sitemap_max_disagreement_rate, s.sitemap_memory, repr(float(self.not_before))]
         for index, work in shards.items():
             keys = self.layout.all_shards[index]
             if work.entries:

@@ -4,7 +4,8 @@
 -- KEYS: pages, validators, due, ready_due, next, delay, health, ready_new, frontier, listing,
 --       trust_sitemaps, trust_validators, dirty, bodies, op
 -- ARGV: op ttl, default delay, sitemap trust (min agreements, max disagreement rate, memory),
---       then ops, each a code and its arguments (below). Returns 4 values per op.
+--       the time before which no fetch makes its page due again (0: none), then ops, each a code
+--       and its arguments (below). Returns 4 values per op.
 --   O url host kind(f|n) time hash set_validators etag last_modified type tier pkind(p|s) change_age billed
 --       -> verdict (new|changed|unchanged|none), interval, sitemap trust news, ''
 --   T url host             -> '1' when the page is now due at once (a known change it follows)
@@ -26,6 +27,7 @@ local cached = op_cached(KEYS[15])
 if cached then return cached end
 local default_delay = tonumber(ARGV[2])
 local TS_MIN, TS_MAX, TS_MEMORY = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+local NOT_BEFORE = tonumber(ARGV[6]) or 0
 local now = server_now()
 local out = {}
 local rescored = {}
@@ -154,7 +156,7 @@ local function observe(url, host, kind, time, hash, set_v, etag, lm, ptype, tier
   end
   if verdict ~= 'none' or raw then
     local due = nil
-    if r.iv > 0 then due = r.last_fetched + r.iv end
+    if r.iv > 0 then due = math.max(r.last_fetched + r.iv, NOT_BEFORE) end
     if r.due == -1 then r.due = 0 end
     reschedule(r, url, host, due)
     redis.call('HSET', K.pages, url, rec_write(r))
@@ -308,7 +310,7 @@ end
 
 local function opt(x) if x == '' then return nil end return tonumber(x) end
 
-local i = 6
+local i = 7
 while i <= #ARGV do
   local code = ARGV[i]
   local a, b, c, d = '', '', '', ''
