@@ -96,7 +96,7 @@ def main() -> None:
     body = (
         f"{PAGES:,} known pages, budget a thirtieth of a full recrawl (the plan: {len(chosen.revisit):,} revisits, "
         f"{len(chosen.reestimation):,} re-estimations, {len(chosen.verification):,} verifications). "
-        "Target (issue 5): planning at most 10 s.\n\n"
+        "Target: planning at most 10 s.\n\n"
         + table(["step", "runs", "median wall s", "median CPU s", "pages per s", "vs plan_cycle"], rows)
     )
     write_section("planner", "Cycle planner at 1,000,000 pages", "./run bench planner", body)

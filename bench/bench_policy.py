@@ -161,7 +161,7 @@ def main() -> None:
              "vs uniform", "CPU s"],
             rows,
         )
-        + "\n\nTargets (issue 5): learned >= 0.95 x oracle's freshness and above uniform; cost per "
+        + "\n\nTargets: learned >= 0.95 x oracle's freshness and above uniform; cost per "
         "detected change <= 0.7 x uniform's; with cheap signals on, the learned policy at equal bytes "
         "matches or beats the oracle that fetches full pages only (here: conditional requests to hosts "
         "that honour them, a 304 costing 1 KB; listing pages are not simulated). \"expected (analytic)\" "

@@ -229,7 +229,7 @@ def main() -> None:
         + "\n\nThe pieces alone, page by page (MB/s of body per CPU second), and recovery (MB/s of "
         "segment scanned, wall; the last record cut in half before the open):\n\n"
         + table(["", "MB/s"], parts)
-        + "\n\nTargets (issue 4): write at least 5x zlib-6's; stored bytes at most 1.8x zlib-6's; "
+        + "\n\nTargets: write at least 5x zlib-6's; stored bytes at most 1.8x zlib-6's; "
         "framing + index under 2% of stored bytes. Metadata (the record's own URL, hash and headers) "
         "is listed apart: it is data the store keeps, not framing."
     )

@@ -33,8 +33,14 @@ AUTOTHROTTLE_ENABLED = False
 DOWNLOADER_MIDDLEWARES = {
     # Replaced: Scrapy's fails open on errors and never expires its cache (RFC 9309 asks both).
     "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware": None,
+    # Replaced by the SSRF guard, which judges scope on every request and hop (dont_filter too).
+    "scrapy.downloadermiddlewares.offsite.OffsiteMiddleware": None,
     "webcrawl.middlewares.ssrf.SSRFGuardMiddleware": 45,
     "webcrawl.middlewares.robots.RobotsMiddleware": 100,
+    # Above Retry (550): over-sized, cut-short and timed-out answers as one WARNING and a stat.
+    "webcrawl.middlewares.hostile.HostileAnswerMiddleware": 560,
+    "scrapy.downloadermiddlewares.httpcompression.HttpCompressionMiddleware": None,
+    "webcrawl.middlewares.hostile.DecodingMiddleware": 590,
     # Above Redirect (600) and HttpCompression (590): sees final responses, adds validators last.
     "webcrawl.middlewares.conditional.ConditionalRequestMiddleware": 650,
     # Above Retry (550), Redirect (600) and conditional (650): sees every attempt's cost.
@@ -50,11 +56,13 @@ SPIDER_MIDDLEWARES = {
     "webcrawl.middlewares.priority.PriorityMiddleware": 40,
 }
 EXTENSIONS = {
-    # Cycles, the budget rate, and every known page's revisit interval (docs/planner.md).
+    # Cycles, the budget rate, and every known page's revisit interval (docs/allocator.md).
     "webcrawl.extensions.allocator.Allocator": 500,
     "webcrawl.extensions.progress.ProgressLog": 510,
     # At close, one WARNING saying why a crawl fetched nothing or had most requests refused.
     "webcrawl.extensions.closing.ClosingNote": 520,
+    # A stop (CLOSESPIDER_TIMEOUT, SIGINT/SIGTERM) ends within WEBCRAWL_STOP_GRACE_SECONDS.
+    "webcrawl.extensions.stop.BoundedStop": 530,
 }
 # Host names are checked on the addresses they resolve to, at connection time (no DNS rebinding).
 TWISTED_DNS_RESOLVER = "webcrawl.net.resolver.GuardedResolver"
@@ -79,7 +87,13 @@ ROBOTSTXT_OBEY = False  # webcrawl's own robots.txt middleware replaces Scrapy's
 REDIRECT_MAX_TIMES = 10
 DOWNLOAD_MAXSIZE = 32 * 1024 * 1024
 DOWNLOAD_WARNSIZE = 8 * 1024 * 1024
-DOWNLOAD_HANDLERS = {"file": None, "data": None, "ftp": None, "s3": None}
+DOWNLOAD_HANDLERS = {"file": None, "data": None, "ftp": None, "s3": None,
+                     # Scrapy's HTTP/1.1 handler, connecting with this crawler's SSRF allowance.
+                     "http": "webcrawl.net.handler.GuardedDownloadHandler",
+                     "https": "webcrawl.net.handler.GuardedDownloadHandler"}
+# A deadline on the whole answer (a body dripping a byte now and then is cut too): slow hosts
+# cannot hold a crawl of many sites (a site file's limits.timeout_seconds sets it per site).
+DOWNLOAD_TIMEOUT = 30
 
 USER_AGENT = "webcrawl/0.1 (+https://example.invalid/webcrawl; set USER_AGENT to name your contact)"
 LOG_LEVEL = "INFO"

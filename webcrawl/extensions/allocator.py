@@ -17,7 +17,9 @@ interval); a small random sample is made due at once (verification). The allocat
 publishes (crawl-wide ``alloc`` hash) what other processes price with: the typical cost, the mean
 cost per page type, the known pages and the backlog of new URLs; and the model's estimate of the
 copy's freshness. A controller gain corrects the revisit budget: raised while the bucket
-overflows (budget unused although known pages exist), lowered slowly otherwise.
+overflows (budget unused although known pages exist), lowered slowly while revisits wait unpaid on
+hosts whose turn has come. A one-run cycle fetches each page at most once (a fetch makes its page
+due again only after the cycle); the revisits due within its window are pulled forward at opening.
 
 At a cycle's end (continuous) or the run's close, the cycle's figures are booked: coverage (pages
 fetched, new URLs waiting), the budget left unused (idle), the freshness estimate at the close

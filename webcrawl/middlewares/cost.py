@@ -1,5 +1,5 @@
 """Cost and health: what each fetch cost in the site's billing model, and backoff for hosts that
-throttle or fail (issue 5, item 3; revisit-model.md section 4).
+throttle or fail (revisit-model.md section 4).
 
 Every attempt that reaches the network is measured once, in :meth:`process_response` or
 :meth:`process_exception`, in the unit of the site's ``budget.billing``:
