@@ -114,10 +114,12 @@ def spider_class_for(site: SiteConfig) -> type[SiteSpider]:
 
 def site_settings(site: SiteConfig) -> dict[str, Any]:
     """The Scrapy settings a site file decides (applied at ``spider`` priority)."""
+    timeout = site.limits.timeout_seconds
     return {
         "USER_AGENT": site.politeness.user_agent,
         "COOKIES_ENABLED": site.cookies_enabled,
         "DOWNLOAD_MAXSIZE": site.limits.max_download_bytes,
+        **({"DOWNLOAD_TIMEOUT": timeout} if timeout is not None else {}),
         # The ready queue enforces the site's minimum delay per host, across processes.
         "WEBCRAWL_DOMAIN_DELAY_SECONDS": site.politeness.min_delay_seconds,
         "WEBCRAWL_FRONTIER_MAX_PER_DOMAIN": site.limits.frontier_cap,

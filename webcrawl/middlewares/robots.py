@@ -9,6 +9,13 @@ turn like any request, redirects 5 to 10 hops, ``meta["webcrawl_purpose"] = "rob
 requests that waited for it go on through the host spacing middleware, which keeps them a delay
 apart from it and from each other. RFC 9309 status rules apply (:func:`verdict_for_response`).
 
+Redirects of robots.txt are followed only while they stay on the site's allowed domains: every
+hop passes the SSRF guard middleware, which refuses a hop outside them before connecting
+(:class:`~webcrawl.net.scope.OffsiteRefused`). robots.txt then counts as unavailable (allow all,
+kept like a 4xx answer), with the stat ``robotstxt/offsite_redirect`` and one WARNING naming the
+hop. A fetch cut short because the crawl is stopping caches nothing, and the requests that waited
+for it are given back (:mod:`webcrawl.stopping`), not refused.
+
 A ``Crawl-delay`` raises the host's delay for every process (land operation "D" in the host's
 shard) and for this process at once (:meth:`HostStore.note_delay`), before any request that waited
 for the answer goes on: the delay holds from the first request after robots.txt. ``Sitemap:``
@@ -19,7 +26,8 @@ checked.
 Stats: ``robotstxt/request_count``, ``robotstxt/response_count``,
 ``robotstxt/response_status_count/{status}``, ``robotstxt/exception_count/{exception}``,
 ``robotstxt/forbidden``, ``robotstxt/cache/hit``, ``robotstxt/cache/miss``,
-``robotstxt/sitemaps`` (sitemaps found in robots.txt and scheduled).
+``robotstxt/sitemaps`` (sitemaps found in robots.txt and scheduled), ``robotstxt/offsite_redirect``
+(robots.txt redirected outside the allowed domains: read as unavailable).
 """
 
 from __future__ import annotations
@@ -35,6 +43,8 @@ from scrapy.utils.defer import maybe_deferred_to_future
 from scrapy.utils.httpobj import urlparse_cached
 from twisted.internet.defer import CancelledError, Deferred
 
+from webcrawl import stopping
+from webcrawl.net.scope import OffsiteRefused
 from webcrawl.robots.cache import RobotsCache
 from webcrawl.runtime import CrawlRuntime
 from webcrawl.state.hosts import delay_op
@@ -109,7 +119,7 @@ class RobotsMiddleware:
         self.delay_setter = delay_setter
         self.download = download
         self.sitemaps = sitemaps
-        self._pending: dict[str, Deferred[RobotsPolicy]] = {}
+        self._pending: dict[str, Deferred[RobotsPolicy | None]] = {}
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
@@ -170,6 +180,9 @@ class RobotsMiddleware:
         if policy is None:
             self.stats.inc_value("robotstxt/cache/miss")
             policy = await self._policy_for(origin, request)
+            if policy is None:  # the crawl is stopping: no answer, the request was not fetched
+                stopping.give_back(request)
+                raise stopping.Cancelled("the crawl is stopping: robots.txt not read")
         else:
             self.stats.inc_value("robotstxt/cache/hit")
             if source == "redis":  # first use in this process: the crawl may not know the delay
@@ -179,19 +192,23 @@ class RobotsMiddleware:
             self.stats.inc_value("robotstxt/forbidden")
             raise IgnoreRequest("Forbidden by robots.txt")
 
-    async def _policy_for(self, origin: str, request: Request) -> RobotsPolicy:
-        """Wait for the origin's answer, fetching it unless another request already is."""
+    async def _policy_for(self, origin: str, request: Request) -> RobotsPolicy | None:
+        """Wait for the origin's answer, fetching it unless another request already is; None
+        when the crawl is stopping and no answer came."""
         pending = self._pending.get(origin)
         if pending is not None:
             return await maybe_deferred_to_future(_follow(pending))
         pending = self._pending[origin] = Deferred()
         # What waiting requests get if this fetch dies (cancelled, Redis down): "unreachable".
-        policy = RobotsPolicy.disallow_all()
+        policy: RobotsPolicy | None = RobotsPolicy.disallow_all()
         try:
             # Another process may have fetched it meanwhile (the LRU missed, Redis may not).
             cached = self.cache.get(origin)
             if cached is None:
                 verdict = await self._fetch(origin)
+                if verdict is None:
+                    policy = None
+                    return None
                 self.cache.put(origin, verdict)
                 policy = verdict.policy
                 if self.sitemaps is not None and policy.sitemaps():
@@ -205,7 +222,8 @@ class RobotsMiddleware:
             pending.callback(policy)
         return policy
 
-    async def _fetch(self, origin: str) -> Verdict:
+    async def _fetch(self, origin: str) -> Verdict | None:
+        """The answer of the origin's robots.txt; None when the crawl is stopping."""
         if self.download is None:
             raise RuntimeError("RobotsMiddleware has no downloader: build it with from_crawler")
         robots_request = Request(
@@ -223,11 +241,19 @@ class RobotsMiddleware:
         self.stats.inc_value("robotstxt/request_count")
         try:
             response = await self.download(robots_request)
-        except (CancelledError, RuntimeError) as exc:
-            # The crawl is stopping (download cancelled, no open spider): this says nothing about
-            # the site, so the request is refused without caching anything.
+        except OffsiteRefused as exc:
+            # A hop outside the allowed domains, refused before connecting: the site's
+            # robots.txt is not on the site, so it is unavailable (RFC 9309 2.3.1.2).
+            self.stats.inc_value("robotstxt/offsite_redirect")
+            logger.warning("robots.txt of %s redirects (hop %d) to %s, outside the allowed "
+                           "domains: read as unavailable (allow all); add %s to the site's "
+                           "allowed_domains to follow it", origin, exc.hops, exc.url, exc.host)
+            return Verdict(RobotsPolicy.allow_all(), self.ttl, None)
+        except (stopping.Cancelled, CancelledError, RuntimeError) as exc:
+            # The crawl is stopping (download cancelled or given back, no open spider): this
+            # says nothing about the site, so nothing is cached and the requests are given back.
             self.stats.inc_value(f"robotstxt/exception_count/{type(exc).__name__}")
-            return Verdict(RobotsPolicy.disallow_all(), 0.0, None)
+            return None
         except Exception as exc:  # every other failure means "unreachable": disallow for a while
             self.stats.inc_value(f"robotstxt/exception_count/{type(exc).__name__}")
             logger.debug("robots.txt of %s unreachable: %r", origin, exc)

@@ -20,13 +20,17 @@ So this middleware is the last word on when a request goes out:
   component) first takes the host's turn in Redis (:meth:`CrawlQueue.claim`), so it counts for
   every process of the crawl.
 
-Waiting requests go in arrival order. The host's delay is the crawl's
+Waiting requests go in arrival order. Once the crawl starts stopping
+(:data:`webcrawl.stopping.stop_started`), requests still waiting are given back at once rather
+than sent (:class:`webcrawl.stopping.Cancelled`; their leases go back to the queue), and so is
+any request that arrives later: a stopping crawl sends nothing new. The host's delay is the crawl's
 ``WEBCRAWL_DOMAIN_DELAY_SECONDS`` raised by the host's Crawl-delay
 (:meth:`webcrawl.state.hosts.HostStore.delay`: known at once in this process when robots.txt
 says so, within seconds when another process learned it).
 
 Stats: ``webcrawl/spacing/waited`` (requests held for the delay), ``webcrawl/spacing/waited_seconds``,
-``webcrawl/spacing/slow_overlap`` (requests let out beside a slow one), ``webcrawl/spacing/claimed``.
+``webcrawl/spacing/slow_overlap`` (requests let out beside a slow one), ``webcrawl/spacing/claimed``,
+``webcrawl/stop/given_back`` (requests given back unsent because the crawl was stopping).
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ from scrapy.utils.httpobj import urlparse_cached
 from twisted.internet.defer import Deferred
 
 from webcrawl import meta as M
+from webcrawl import stopping
 from webcrawl.runtime import CrawlRuntime
 
 if TYPE_CHECKING:
@@ -95,6 +100,7 @@ class HostSpacingMiddleware:
         self.clock = clock
         self.sleep = sleep
         self._hosts: dict[str, _Host] = {}
+        self._stopping = False
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
@@ -105,6 +111,7 @@ class HostSpacingMiddleware:
                          slow_seconds=settings.getfloat("WEBCRAWL_SLOW_RESPONSE_SECONDS", 10.0),
                          max_connections=settings.getint("WEBCRAWL_MAX_CONNECTIONS_PER_HOST", 2))
         crawler.signals.connect(middleware.request_left, signal=signals.request_left_downloader)
+        crawler.signals.connect(middleware.stop_waiting, signal=stopping.stop_started)
         return middleware
 
     def _ready_at(self, state: _Host, delay: float) -> float | None:
@@ -124,6 +131,8 @@ class HostSpacingMiddleware:
         host = urlparse_cached(request).hostname
         if not host:
             return
+        if self._stopping:
+            self._give_back(request)
         delay = self.delay_for(host)
         state = self._hosts.get(host)
         if delay <= 0 and state is None and M.LEASE in request.meta:
@@ -137,6 +146,8 @@ class HostSpacingMiddleware:
         try:
             # Only the first in line may go, once the host is ready; the others wait for it to.
             while True:
+                if self._stopping:
+                    self._give_back(request)
                 if state.line[0] is ticket:
                     now = self.clock()
                     ready = self._ready_at(state, self.delay_for(host))
@@ -153,6 +164,8 @@ class HostSpacingMiddleware:
                 while (wait := self.claim(host)) > 0:
                     held = True
                     await self.sleep(wait)
+                    if self._stopping:
+                        self._give_back(request)
                 self.stats.inc_value("webcrawl/spacing/claimed")
         except BaseException:
             state.line.remove(ticket)
@@ -202,6 +215,18 @@ class HostSpacingMiddleware:
         self._changed(state)
         if not state.active and not state.line and len(self._hosts) > PRUNE_AT:
             self._prune(state.free_at)
+
+    def stop_waiting(self) -> None:
+        """:data:`webcrawl.stopping.stop_started`: give back every waiting request, and any
+        request that arrives from now on."""
+        self._stopping = True
+        for state in self._hosts.values():
+            self._changed(state)
+
+    def _give_back(self, request: Request) -> None:
+        stopping.give_back(request)
+        self.stats.inc_value("webcrawl/stop/given_back")
+        raise stopping.Cancelled("the crawl is stopping: not sent")
 
     @staticmethod
     def _changed(state: _Host) -> None:

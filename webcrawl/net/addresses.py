@@ -18,6 +18,10 @@ intranet sites and tests). Each refusal has a reason, used as the stat suffix
 IPv6 forms that embed an IPv4 address (IPv4-mapped ``::ffff:a.b.c.d``, IPv4-compatible
 ``::a.b.c.d``, NAT64 ``64:ff9b::/96``, 6to4 ``2002::/16``) are judged by the IPv4 address they
 lead to.
+
+Cloud metadata addresses are refused whatever the allowance: no network a crawl allows can let
+a page make the crawler fetch instance credentials. Naming one of them alone in an allowance is
+an error (:func:`parse_networks`), since it can only be a mistake.
 """
 
 from __future__ import annotations
@@ -60,12 +64,16 @@ def parse_networks(values: Iterable[str], setting: str = "WEBCRAWL_ALLOWED_PRIVA
     networks = []
     for value in values:
         try:
-            networks.append(ipaddress.ip_network(str(value).strip(), strict=False))
+            network = ipaddress.ip_network(str(value).strip(), strict=False)
         except ValueError:
             raise ValueError(
                 f"{setting}: {value!r} is not an IP network: expected CIDRs such as "
                 "'10.0.0.0/8' or '127.0.0.2/32'"
             ) from None
+        if network.num_addresses == 1 and _effective(network.network_address) in METADATA_ADDRESSES:
+            raise ValueError(f"{setting}: {value!r} is a cloud metadata address, which the SSRF "
+                             "guard never allows; remove it")
+        networks.append(network)
     return tuple(networks)
 
 
@@ -105,7 +113,8 @@ def classify(address: IPAddress) -> str | None:
 
 
 class AddressPolicy:
-    """Refuse non-public addresses except those in ``allowed`` networks."""
+    """Refuse non-public addresses except those in ``allowed`` networks; metadata addresses are
+    refused even inside an allowed network."""
 
     def __init__(self, allowed: Iterable[str | IPNetwork] = ()) -> None:
         self.allowed: tuple[IPNetwork, ...] = ()
@@ -125,6 +134,8 @@ class AddressPolicy:
             return "invalid"
         if isinstance(ip, ipaddress.IPv6Address) and ip.scope_id:
             ip = ipaddress.IPv6Address(str(ip).split("%", 1)[0])
+        if _effective(ip) in METADATA_ADDRESSES:
+            return "metadata"  # before the allowance: never allowed
         for candidate in {ip, _effective(ip)}:
             if any(candidate in net for net in self.allowed if net.version == candidate.version):
                 return None

@@ -12,6 +12,14 @@ the crawler to a refused address.
 Install it with ``TWISTED_DNS_RESOLVER = "webcrawl.net.resolver.GuardedResolver"``; the SSRF
 middleware wraps whatever resolver is installed if that was not done, so the guard holds anyway.
 
+Allowances are per crawler. The reactor has one resolver for the whole process, so the crawler
+on whose behalf a connection is made is told through a context variable: webcrawl's download
+handler (:class:`webcrawl.net.handler.GuardedDownloadHandler`) opens its connections inside
+:func:`connecting_for` with its crawler's own policy, and the answer is judged by that policy
+alone. A lookup made outside any such context (another download handler that still resolves
+through the reactor, such as Scrapy's own HTTP/1.1 or HTTP/2 handler) is judged by the resolver's
+fallback policy: the union of the allowances of the crawlers of the process.
+
 Refusals are remembered for ``refusal_seconds`` (:meth:`GuardedResolver.recent_refusal`): the
 middleware turns the resulting DNS error into ``IgnoreRequest`` with a stat, and refuses retries of
 the same host without another lookup.
@@ -22,7 +30,9 @@ from __future__ import annotations
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
 from scrapy.resolver import CachingHostnameResolver
@@ -42,6 +52,21 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 REFUSAL_MEMORY = 4096
+
+# The policy of the crawler making the connection being set up (see the module docstring).
+_CONNECTING_FOR: ContextVar[AddressPolicy | None] = ContextVar("webcrawl_connecting_for",
+                                                                 default=None)
+
+
+@contextmanager
+def connecting_for(policy: AddressPolicy | None) -> Iterator[None]:
+    """Lookups started inside this block (connections opened by a download started here) are
+    judged by ``policy`` rather than by the resolver's fallback; ``None`` changes nothing."""
+    token = _CONNECTING_FOR.set(policy)
+    try:
+        yield
+    finally:
+        _CONNECTING_FOR.reset(token)
 
 
 class Refusal:
@@ -83,7 +108,7 @@ class GuardedResolver:
         self.reactor.installNameResolver(self)
 
     def allow(self, networks: Iterable[IPNetwork]) -> None:
-        """Widen the allowance (each crawler adds its own; see the SSRF middleware)."""
+        """Widen the fallback allowance (each crawler adds its own; see the module docstring)."""
         self.policy.allow(networks)
 
     def recent_refusal(self, host: str) -> Refusal | None:
@@ -102,17 +127,21 @@ class GuardedResolver:
         addressTypes: Sequence[type[IAddress]] | None = None,  # noqa: N803
         transportSemantics: str = "TCP",  # noqa: N803
     ) -> Any:
-        guard = _GuardingReceiver(resolutionReceiver, hostName, self)
+        policy = _CONNECTING_FOR.get() or self.policy
+        guard = _GuardingReceiver(resolutionReceiver, hostName, self, policy)
         started = self.inner.resolveHostName(
             guard, hostName, portNumber, addressTypes, transportSemantics
         )
         return guard.resolution or started
 
-    def _judge(self, host: str, addresses: list[Any]) -> list[Any]:
-        """The addresses to hand on: all of them, or none if any is refused."""
+    def _judge(self, host: str, addresses: list[Any], policy: AddressPolicy | None = None
+               ) -> list[Any]:
+        """The addresses to hand on: all of them, or none if any is refused by ``policy`` (by
+        default the fallback)."""
+        policy = policy or self.policy
         hosts = tuple(getattr(a, "host", "") for a in addresses)
         for text in hosts:
-            reason = self.policy.refusal(text)
+            reason = policy.refusal(text)
             if reason is not None:
                 until = time.monotonic() + self.refusal_seconds
                 self._remember(host, Refusal(reason, hosts, until))
@@ -132,10 +161,12 @@ class GuardedResolver:
 class _GuardingReceiver:
     """Buffers an answer and passes it on only once the whole of it has been judged."""
 
-    def __init__(self, receiver: Any, host: str, guard: GuardedResolver) -> None:
+    def __init__(self, receiver: Any, host: str, guard: GuardedResolver,
+                 policy: AddressPolicy) -> None:
         self.receiver = receiver
         self.host = host
         self.guard = guard
+        self.policy = policy
         self.addresses: list[IPv4Address | IPv6Address] = []
         self.resolution: Any = None
 
@@ -148,6 +179,6 @@ class _GuardingReceiver:
             self.addresses.append(address)
 
     def resolutionComplete(self) -> None:  # noqa: N802
-        for address in self.guard._judge(self.host, self.addresses):
+        for address in self.guard._judge(self.host, self.addresses, self.policy):
             self.receiver.addressResolved(address)
         self.receiver.resolutionComplete()

@@ -48,7 +48,7 @@ VALUE_FIELD_KEYS = ("field", "tiers")
 FIELD_KEYS = ("css", "attr", "many")
 LISTING_KEYS = ("item", "link", "summary")
 LIMITS_KEYS = ("max_depth", "max_url_length", "parse_bytes", "max_download_bytes",
-               "frontier_cap", "denied_extensions", "denied_url_patterns")
+               "frontier_cap", "denied_extensions", "denied_url_patterns", "timeout_seconds")
 TRUST_KEYS = ("validators", "sitemaps", "hosts")
 HOST_TRUST_KEYS = ("validators", "sitemaps")
 
@@ -274,6 +274,8 @@ def _limits(t: Table) -> Limits:
                                             tuple(DEFAULT_DENIED_EXTENSIONS))),
         denied_url_patterns=t.items("denied_url_patterns", "Python regular expressions",
                                     lambda p, v: check.regex(t, p, v)),
+        timeout_seconds=t.number("timeout_seconds", minimum=1, maximum=3600, default=None,
+                                 unit="seconds a whole answer may take"),
     )
 
 

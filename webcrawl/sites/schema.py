@@ -220,7 +220,8 @@ class Limits:
 
     ``max_depth`` counts link hops from a seed (0: the seeds only). ``parse_bytes`` <=
     ``max_download_bytes``. ``denied_extensions`` are lower case without the dot;
-    ``denied_url_patterns`` are searched in absolute URLs.
+    ``denied_url_patterns`` are searched in absolute URLs. ``timeout_seconds`` bounds each
+    whole answer (Scrapy's ``DOWNLOAD_TIMEOUT`` for this spider); ``None``: the crawl's setting.
     """
 
     max_depth: int = 16
@@ -230,6 +231,7 @@ class Limits:
     frontier_cap: int = 100_000
     denied_extensions: frozenset[str] = DEFAULT_DENIED_EXTENSIONS
     denied_url_patterns: tuple[re.Pattern[str], ...] = ()
+    timeout_seconds: float | None = None
 
 
 @dataclass(frozen=True)
