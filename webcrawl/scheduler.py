@@ -401,7 +401,10 @@ class ReadyQueueScheduler(BaseScheduler):
         if not self._inflight:
             return []
         in_progress = self._slot.inprogress
-        return [lease for lease, (req, _) in self._inflight.items() if req not in in_progress]
+        # A request given back by a stopping crawl (webcrawl.stopping) was not fetched: its
+        # lease stays in flight, so close() puts it back in line instead of acking it.
+        return [lease for lease, (req, _) in self._inflight.items()
+                if req not in in_progress and not req.meta.get("webcrawl_given_back")]
 
     def _collect_done(self) -> int:
         """Release the leases of requests the engine has finished with (children and items
