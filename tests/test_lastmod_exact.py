@@ -98,7 +98,8 @@ def test_a_trusted_hosts_lastmod_is_the_exact_change_time(runtime: CrawlRuntime)
 def test_trust_learned_from_agreement_counts_too(runtime: CrawlRuntime, redis_url: str) -> None:
     host = "learn.shop.test"
     assert twice(runtime, host, "b", T0 + 7 * HOUR).exact_changes == 0  # still learning
-    answers = [agree(runtime, host, 10 + i, says_changed=True, changed=True)
+    # Right both ways: the first comparison a date saying "unchanged", the others "changed".
+    answers = [agree(runtime, host, 10 + i, says_changed=i > 0, changed=i > 0)
                for i in range(runtime.sitemap_trust.min_agreements)]
     assert [a[2] for a in answers] == [""] * (len(answers) - 1) + ["trusted"]
     fresh = runtime_for(redis_url)  # hosts' trust is cached a few seconds per process
@@ -146,12 +147,13 @@ def test_sitemap_trust_kept_by_the_land_script_follows_the_trust_model(runtime: 
     :class:`TrustTracker`'s (a disagreement past the rate starts the count over)."""
     rng = random.Random(3)
     model = runtime.sitemap_trust
-    tracker = TrustTracker(model.min_agreements, model.max_disagreement_rate, model.memory)
+    tracker = TrustTracker(model.min_agreements, model.max_disagreement_rate, model.memory,
+                           both_ways=True)
     seen = set()
     for i in range(60):
         agrees, says = rng.random() < 0.85, rng.random() < 0.5
         before = tracker.trusted
-        tracker.observe(agrees)
+        tracker.observe(agrees, says)
         news = agree(runtime, "a.shop.test", i, says_changed=says, changed=says == agrees,
                      start=T0 + i * 100 * HOUR)[2]
         assert news == ("" if tracker.trusted == before else
@@ -161,6 +163,16 @@ def test_sitemap_trust_kept_by_the_land_script_follows_the_trust_model(runtime: 
         assert stored["comparisons"] == tracker.comparisons
         assert stored["disagreement_rate"] == pytest.approx(tracker.disagreement_rate, rel=1e-12)
     assert seen == {"", "trusted", "distrusted"}  # trust earned and lost along the way
+
+
+def test_dates_always_saying_changed_never_earn_trust(runtime: CrawlRuntime) -> None:
+    """A sitemap stamping every entry with the time of the request: on pages that change at every
+    visit it agrees each time, and still says nothing."""
+    host = "now.shop.test"
+    answers = [agree(runtime, host, i, says_changed=True, changed=True)[2] for i in range(20)]
+    assert "trusted" not in answers and not runtime.hosts.sitemaps_trusted(host)
+    # One right "unchanged" and it has been right both ways.
+    assert agree(runtime, host, 99, says_changed=False, changed=False)[2] == "trusted"
 
 
 def test_a_date_read_long_after_the_previous_fetch_is_judged_only_when_recent(runtime: CrawlRuntime) -> None:

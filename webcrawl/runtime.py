@@ -97,7 +97,7 @@ class CrawlRuntime:
                                 default_delay=self.config.domain_delay,
                                 lease_seconds=self.config.lease_seconds)
         self.pages = PageStore(client, self.layout)
-        self.sitemap_trust = TrustTracker()
+        self.sitemap_trust = TrustTracker(both_ways=True)
         self.hosts = HostStore(client, self.layout, default_delay=self.config.domain_delay,
                                sitemap_trust=self.sitemap_trust)
         self.ledger = LedgerStore(client, self.layout)

@@ -49,12 +49,12 @@ from scrapy import signals
 from scrapy.exceptions import CloseSpider, DontCloseSpider, NotConfigured
 from scrapy.utils.asyncio import create_looping_call
 
-from webcrawl.state.errors import StateError
 from webcrawl.config import configured_prior
 from webcrawl.extensions._alloc_plan import AllocInput, plan
 from webcrawl.extensions._alloc_table import PageTable
-from webcrawl.revisit import Objective
+from webcrawl.revisit import Objective, TrustTracker
 from webcrawl.runtime import CrawlRuntime
+from webcrawl.state.errors import StateError
 from webcrawl.state.hosts import DomainHealth
 from webcrawl.state.pagestore import interval_op, release_op
 
@@ -400,8 +400,10 @@ class Allocator:
                 if j is not None:
                     t = json.loads(v)
                     tracker = runtime.sitemap_trust
-                    trusted[j] = (t.get("comparisons", 0) >= tracker.min_agreements
-                                  and t.get("disagreement_rate", 1) <= tracker.max_disagreement_rate)
+                    trusted[j] = TrustTracker(
+                        tracker.min_agreements, tracker.max_disagreement_rate, tracker.memory,
+                        int(t.get("comparisons", 0)), float(t.get("disagreement_rate", 1.0)),
+                        tracker.both_ways, int(t.get("loud", 0)), int(t.get("quiet", 0))).trusted
         for j, host in enumerate(hosts):
             mode = site.trust.for_host(host).sitemaps
             if mode != "learn":

@@ -115,7 +115,7 @@ class HostStore:
         self._health = _Cache(cache_size, cache_seconds)
         self._validators = _Cache(cache_size, cache_seconds)
         self._sitemaps = _Cache(cache_size, cache_seconds)
-        self.sitemap_trust = sitemap_trust or TrustTracker()
+        self.sitemap_trust = sitemap_trust or TrustTracker(both_ways=True)
 
     def _read(self, command: str, key: str, host: str) -> Any:
         """A read for ``host``; None when Redis does not answer (callers keep what they knew:
@@ -177,7 +177,8 @@ class HostStore:
             data = json.loads(raw) if raw else {}
             tracker = TrustTracker(t.min_agreements, t.max_disagreement_rate, t.memory,
                                    int(data.get("comparisons", 0)),
-                                   float(data.get("disagreement_rate", 0.0)))
+                                   float(data.get("disagreement_rate", 0.0)), t.both_ways,
+                                   int(data.get("loud", 0)), int(data.get("quiet", 0)))
             cached = self._sitemaps.put(host, tracker.trusted)
         return cached
 

@@ -72,15 +72,28 @@ local function tracker(key, host)
   return {comparisons = 0, disagreement_rate = 0}
 end
 
-local function judge_sitemap(host, agrees)
+-- A host's sitemap dates are trusted once enough comparisons agree, and only if they have been
+-- right both ways: a date that always says "changed" (stamped with the time of the request) or
+-- never does is right by chance on pages that change at every visit, or never, and says nothing.
+local function trusted(t)
+  return t.comparisons >= TS_MIN and t.disagreement_rate <= TS_MAX and (t.quiet or 0) >= 1
+    and (t.loud or 0) >= 1
+end
+
+local function judge_sitemap(host, says_changed, changed)
   local t = tracker(K.trust_sitemaps, host)
-  local before = t.comparisons >= TS_MIN and t.disagreement_rate <= TS_MAX
+  local agrees = says_changed == changed
+  local before = trusted(t)
   t.comparisons = t.comparisons + 1
   local w = math.max(1 / TS_MEMORY, 1 / t.comparisons)
   t.disagreement_rate = t.disagreement_rate + w * ((agrees and 0 or 1) - t.disagreement_rate)
-  if not agrees and t.disagreement_rate > TS_MAX then t.comparisons = 0 end
+  if agrees and changed then t.loud = (t.loud or 0) + 1 end
+  if agrees and not changed then t.quiet = (t.quiet or 0) + 1 end
+  if not agrees and t.disagreement_rate > TS_MAX then
+    t.comparisons, t.loud, t.quiet = 0, 0, 0
+  end
   redis.call('HSET', K.trust_sitemaps, host, cjson.encode(t))
-  local after = t.comparisons >= TS_MIN and t.disagreement_rate <= TS_MAX
+  local after = trusted(t)
   if after ~= before then return after and 'trusted' or 'distrusted' end
   return ''
 end
@@ -88,8 +101,7 @@ end
 local function sitemap_trusted(host, mode)
   if mode == 'always' then return true end
   if mode == 'never' then return false end
-  local t = tracker(K.trust_sitemaps, host)
-  return t.comparisons >= TS_MIN and t.disagreement_rate <= TS_MAX
+  return trusted(tracker(K.trust_sitemaps, host))
 end
 
 local function observe(url, host, kind, time, hash, set_v, etag, lm, ptype, tier, pkind, age, billed)
@@ -143,7 +155,7 @@ local function observe(url, host, kind, time, hash, set_v, etag, lm, ptype, tier
     if kind == 'f' and r.lastmod > 0 and r.lastmod_read > previous and
         (time - r.lastmod_read) <= 0.25 * (r.lastmod_read - previous) then
       local says_changed = r.lastmod > previous
-      news = judge_sitemap(host, says_changed == changed)
+      news = judge_sitemap(host, says_changed, changed)
     end
   end
   if kind == 'f' then r.hash = hash end
