@@ -72,3 +72,20 @@ def test_classify_public():
     from ipaddress import ip_address
 
     assert classify(ip_address("1.1.1.1")) is None
+
+
+@pytest.mark.parametrize("address", ["169.254.169.254", "fd00:ec2::254", "::ffff:169.254.169.254",
+                                     "64:ff9b::a9fe:a9fe", "169.254.170.2", "100.100.100.200"])
+@pytest.mark.parametrize("allowed", [["169.254.0.0/16", "fd00::/8", "100.64.0.0/10"],
+                                     ["0.0.0.0/0", "::/0"]])
+def test_metadata_addresses_are_refused_whatever_the_allowance(address, allowed):
+    policy = AddressPolicy(allowed)
+    assert policy.refusal(address) == "metadata"
+    assert policy.refusal("169.254.10.10" if ":" not in address else "fd00::1") is None
+
+
+@pytest.mark.parametrize("value", ["169.254.169.254", "169.254.169.254/32", "fd00:ec2::254/128",
+                                   "::ffff:169.254.169.254"])
+def test_allowing_a_metadata_address_by_name_is_an_error(value):
+    with pytest.raises(ValueError, match=r"WEBCRAWL_ALLOWED_PRIVATE_NETWORKS: .* cloud metadata"):
+        parse_networks([value])

@@ -216,3 +216,156 @@ def test_crawl_cannot_be_led_inside(tmp_path, sites):
     # Only the first refusal of a name reaches RetryMiddleware (as a DNS error); its retry and
     # every later request to the name are refused without another lookup.
     assert stats.get("retry/reason_count/scrapy.exceptions.CannotResolveHostError", 0) <= 1
+
+
+# -- one place, failing closed ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("url", ["http://127.0.0.2:0/", "https://example.com:0/x"])
+def test_a_url_whose_origin_cannot_be_read_is_refused(url):
+    """Port 0 is the one malformed port a Request accepts (see below): refused, not taken for
+    the default port (robots.txt would have been asked at :80 for a request sent to :0)."""
+    mw = middleware(WEBCRAWL_ALLOWED_PRIVATE_NETWORKS=["127.0.0.0/8"])
+    with pytest.raises(IgnoreRequest, match="origin"):
+        mw.process_request(Request(url))
+    assert mw.stats.get_value("ssrf/refused/origin") == 1
+
+
+@pytest.mark.parametrize("url", ["http://127.0.0.2:99999/", "http://example.com:x/",
+                                 "https://example.com:-5/"])
+def test_other_malformed_ports_never_become_requests(url):
+    with pytest.raises(ValueError, match="[Pp]ort"):
+        Request(url)
+
+
+def test_offsite_requests_are_refused_dont_filter_and_redirect_hops_included():
+    from scrapy import Spider
+
+    from webcrawl.net.scope import OffsiteRefused
+
+    class Shop(Spider):
+        name = "shop"
+        allowed_domains = ["127.0.0.2", "shop.example"]
+
+    crawler = get_crawler(Shop, {"WEBCRAWL_ALLOWED_PRIVATE_NETWORKS": ["127.0.0.0/8"]})
+    crawler.spider = crawler._create_spider()
+    mw = build_from_crawler(SSRFGuardMiddleware, crawler)
+    assert mw.process_request(Request("http://www.shop.example/", dont_filter=True)) is None
+    hop = Request("http://127.0.0.61/robots.txt", dont_filter=True, meta={
+        "webcrawl_purpose": "robots", "redirect_urls": ["http://127.0.0.2/robots.txt"]})
+    with pytest.raises(OffsiteRefused) as refused:
+        mw.process_request(hop)
+    assert (refused.value.host, refused.value.hops) == ("127.0.0.61", 1)
+    with pytest.raises(OffsiteRefused):  # also at scheduling: not queued at all
+        mw.request_scheduled(Request("http://other.example/", meta={"webcrawl_purpose": "sitemap"}))
+    assert mw.stats.get_value("offsite/refused") == 2
+    assert mw.stats.get_value("offsite/refused/robots") == 1
+    assert mw.stats.get_value("offsite/refused/sitemap") == 1
+    assert mw.stats.get_value("ssrf/refused") is None
+
+
+@pytest.mark.parametrize(
+    ("settings", "named"),
+    [
+        ({"DOWNLOAD_HANDLERS": {"https": "scrapy.core.downloader.handlers._httpx.HttpxDownloadHandler"}},
+         "DOWNLOAD_HANDLERS: the https handler scrapy.core.downloader.handlers._httpx."
+         "HttpxDownloadHandler resolves host names itself"),
+        ({"DOWNLOAD_HANDLERS": {"http": "tests.test_ssrf_middleware.OwnHandler"}},
+         "DOWNLOAD_HANDLERS: the http handler tests.test_ssrf_middleware.OwnHandler"),
+    ],
+)
+def test_a_handler_that_bypasses_the_check_stops_the_crawl_at_start_up(settings, named):
+    with pytest.raises(ValueError) as refused:
+        middleware(**settings)
+    assert str(refused.value).startswith(named)
+    assert "WEBCRAWL_SSRF_ACCEPT_UNCHECKED" in str(refused.value)
+    middleware(**settings, WEBCRAWL_SSRF_ACCEPT_UNCHECKED=True)  # the risk accepted
+
+
+class OwnHandler:
+    """A download handler that resolves names by itself (as scrapy-playwright's does)."""
+
+
+def test_a_proxy_from_the_environment_stops_the_crawl_at_start_up(monkeypatch):
+    monkeypatch.setenv("https_proxy", "http://proxy.example:3128")
+    with pytest.raises(ValueError, match=r"^HTTPPROXY_ENABLED: .*proxy\.example:3128"):
+        middleware()
+    assert middleware(HTTPPROXY_ENABLED=False) is not None
+    assert middleware(WEBCRAWL_SSRF_ACCEPT_UNCHECKED=True) is not None
+    webcrawl = {"scrapy.downloadermiddlewares.httpproxy.HttpProxyMiddleware": None}
+    assert middleware(DOWNLOADER_MIDDLEWARES=webcrawl) is not None
+
+
+def test_webcrawls_handler_refuses_a_proxy_set_per_request():
+    from webcrawl.net.handler import GuardedDownloadHandler, ProxyRefused
+
+    crawler = get_crawler(settings_dict={})
+    handler = GuardedDownloadHandler(crawler)
+    request = Request("http://example.com/", meta={"proxy": "http://proxy.example:3128"})
+    with pytest.raises(ProxyRefused):
+        handler.download_request(request).send(None)
+    assert crawler.stats.get_value("ssrf/refused/proxy") == 1
+    accepted = GuardedDownloadHandler(get_crawler(settings_dict={
+        "WEBCRAWL_SSRF_ACCEPT_UNCHECKED": True}))
+    assert not accepted.refuse_proxies
+
+
+TWO_CRAWLERS = textwrap.dedent(
+    """
+    import json, sys
+    from scrapy import Request, Spider
+    from scrapy.crawler import CrawlerProcess
+
+    with open(sys.argv[1]) as source:
+        config = json.load(source)
+
+    class Probe(Spider):
+        async def start(self):
+            yield Request(config["url"] + "/" + self.name, dont_filter=True, errback=self.failed)
+
+        def parse(self, response):
+            pass
+
+        def failed(self, failure):
+            pass
+
+    process = CrawlerProcess(settings=config["settings"])
+    crawlers = {}
+    for name, networks in config["crawlers"].items():
+        spider = type(name, (Probe,), {"name": name})
+        crawler = process.create_crawler(spider)
+        crawler.settings.set("WEBCRAWL_ALLOWED_PRIVATE_NETWORKS", networks, priority="spider")
+        crawlers[name] = crawler
+        process.crawl(crawler)
+    process.start()
+    with open(config["stats"], "w") as out:
+        json.dump({n: c.stats.get_stats() for n, c in crawlers.items()}, out, default=str)
+    """
+)
+
+
+def test_two_crawlers_in_one_process_keep_their_own_allowances(tmp_path, sites):
+    """One process, two crawlers, one name resolving to loopback (localhost): the crawler that
+    allows loopback fetches it, the other is refused before connecting, although the process's
+    resolver holds both allowances."""
+    config = {"url": f"http://localhost:{sites['local'].port}", "stats": str(tmp_path / "s.json"),
+              "crawlers": {"lab": ["127.0.0.1/32", "::1/128"], "public": ["127.0.0.2/32"]},
+              "settings": {
+                  "TWISTED_DNS_RESOLVER": "webcrawl.net.resolver.GuardedResolver",
+                  "DOWNLOADER_MIDDLEWARES": {"webcrawl.middlewares.ssrf.SSRFGuardMiddleware": 45},
+                  "DOWNLOAD_HANDLERS": {
+                      "http": "webcrawl.net.handler.GuardedDownloadHandler"},
+                  "ROBOTSTXT_OBEY": False, "TELNETCONSOLE_ENABLED": False,
+                  "REMOTE_CONTROL_ENABLED": False, "DOWNLOAD_TIMEOUT": 10,
+                  "RETRY_ENABLED": False, "LOG_LEVEL": "WARNING"}}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])}
+    done = subprocess.run([sys.executable, "-c", TWO_CRAWLERS, str(path)], env=env,
+                          capture_output=True, text=True, timeout=50)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    stats = json.loads((tmp_path / "s.json").read_text())
+    assert sites["local"].log == ["/lab"]
+    assert stats["lab"].get("downloader/response_count") == 1
+    assert stats["public"]["ssrf/refused/loopback"] == 1
+    assert "downloader/response_count" not in stats["public"]

@@ -126,3 +126,25 @@ def test_install_on_reactor_uses_the_name_resolver_slot():
     resolver = GuardedResolver(reactor, AddressPolicy(), TableResolver({}))
     resolver.install_on_reactor()
     assert reactor.installed is resolver
+
+
+def test_each_connection_is_judged_by_the_allowance_of_the_crawler_making_it(table):
+    """Two crawlers of one process: the resolver's fallback holds both allowances, but a lookup
+    made for one crawler is judged by that crawler's allowance alone."""
+    from webcrawl.net.resolver import connecting_for
+
+    lab, other = AddressPolicy(["127.0.0.2/32"]), AddressPolicy(["10.0.0.0/8"])
+    resolver = GuardedResolver(None, AddressPolicy(), TableResolver(table))
+    resolver.allow(lab.allowed)
+    resolver.allow(other.allowed)
+    assert lookup(resolver, "lab.example") == ["127.0.0.2"]  # the fallback: the union
+    with connecting_for(other):
+        assert lookup(resolver, "lab.example") == []
+    assert resolver.recent_refusal("lab.example").reason == "loopback"
+    with connecting_for(lab):
+        assert lookup(resolver, "lab.example") == ["127.0.0.2"]
+        with connecting_for(other):
+            assert lookup(resolver, "lab.example") == []
+        assert lookup(resolver, "lab.example") == ["127.0.0.2"]
+    with connecting_for(lab):
+        assert lookup(resolver, "metadata.example") == []  # never, whatever the allowance

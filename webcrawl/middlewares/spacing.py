@@ -71,12 +71,14 @@ async def reactor_sleep(seconds: float) -> None:
 
 
 class _Host:
-    __slots__ = ("active", "free_at", "last_start", "line", "watchers")
+    __slots__ = ("active", "free_at", "last_key", "last_left", "last_start", "line", "watchers")
 
     def __init__(self) -> None:
         self.active: dict[int, float] = {}  # id(request) -> start time, in flight
         self.free_at: float | None = None  # when the latest request left the downloader
         self.last_start: float | None = None
+        self.last_key: int | None = None  # id() of the request that started last
+        self.last_left: float | None = None  # when that one left (None while in flight)
         self.line: deque[object] = deque()  # requests waiting to start, in arrival order
         self.watchers: list[Deferred[None]] = []  # waits ended by the next change
 
@@ -121,6 +123,11 @@ class HostSpacingMiddleware:
         times = []
         if state.last_start is not None:
             times.append(state.last_start + delay)
+        if state.last_left is not None:
+            # The last one is answered: it surely reached the server before it left, while
+            # its start may have reached it late (a new connection). Beside a slow request,
+            # measuring from its start alone let the next arrive a few ms short of the delay.
+            times.append(state.last_left + delay)
         if state.active:
             times.append(min(state.active.values()) + max(self.slow_seconds, delay))
         elif state.free_at is not None:
@@ -180,6 +187,7 @@ class HostSpacingMiddleware:
         # Started before the next in line looks again (a Deferred may resume it at once).
         state.active[id(request)] = now
         state.last_start = now
+        state.last_key, state.last_left = id(request), None
         state.line.remove(ticket)
         self._changed(state)
 
@@ -212,6 +220,8 @@ class HostSpacingMiddleware:
         if state is None or state.active.pop(id(request), None) is None:
             return
         state.free_at = self.clock()
+        if state.last_key == id(request):
+            state.last_left = state.free_at
         self._changed(state)
         if not state.active and not state.line and len(self._hosts) > PRUNE_AT:
             self._prune(state.free_at)

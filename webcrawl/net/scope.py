@@ -6,7 +6,7 @@
 | reason | family (stat prefix) | when |
 | --- | --- | --- |
 | ``scheme`` | ``ssrf`` | the scheme is not http or https |
-| ``origin`` | ``ssrf`` | the host or port cannot be read (``http://a:99999/``, ``http://a:x/``, no host) |
+| ``origin`` | ``ssrf`` | the host or port cannot be read (``http://a:99999/``, ``http://a:x/``, ``:0``, no host) |
 | ``offsite`` | ``offsite`` | the host is outside the crawl's allowed domains (when it has some) |
 | address reasons | ``ssrf`` | a literal IP refused by the :class:`~webcrawl.net.addresses.AddressPolicy` |
 
@@ -71,7 +71,9 @@ def origin(parts: SplitResult) -> tuple[str, str, int] | None:
         port = parts.port  # ValueError when it is not a number in 0..65535
     except ValueError:
         return None
-    return parts.scheme, parts.hostname.lower(), port or default
+    if port == 0:  # no server listens there: ":0" is a malformed origin, not the default port
+        return None
+    return parts.scheme, parts.hostname.lower(), default if port is None else port
 
 
 class ConnectGate:
