@@ -2,8 +2,11 @@
 host's shard), read and written by the Lua scripts and by Python alike.
 
 The layout is declared once, in :data:`FIELDS`; :data:`LUA` is the Lua code the scripts use to
-read and write it (Redis scripting ships a ``struct`` library with the same format letters as
-Python's :mod:`struct`), generated from the same list, so the two sides cannot drift apart.
+read and write it (with the ``struct`` library Redis scripting ships), generated from the same
+list as Python's format and numpy's dtypes, so the sides cannot drift apart. Fields are stored
+as small as their use allows (:data:`FIELDS` says how: 156 bytes a record, 194 before) and read back as
+wider types; a record shorter than :data:`SIZE` was written by another layout and is refused
+with a message saying so.
 
 A record holds the page's sufficient statistics for the change-rate model
 (:class:`webcrawl.revisit.PageHistory`, with the changed-interval histogram reduced to its
@@ -17,6 +20,7 @@ worth its cost), and the first 8 bytes of its record hash.
 
 from __future__ import annotations
 
+import math
 import struct
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
@@ -26,25 +30,41 @@ import numpy as np
 
 from webcrawl.revisit.history import BIN_BASE_SECONDS, BINS_PER_DOUBLING, NBINS, HistoryTable, PageHistory
 
-__all__ = ["DTYPE", "FIELDS", "KIND_PAGE", "KIND_SITEMAP", "LUA", "SLOTS", "Record", "history_table", "pack", "unpack", "unpack_many"]
+__all__ = ["DTYPE", "FIELDS", "PACKED_DTYPE", "SIZE", "KIND_PAGE", "KIND_SITEMAP", "LUA", "SLOTS", "Record", "history_table", "pack", "unpack", "unpack_many"]
 
 SLOTS = 4
 EMPTY_BIN = 255
 KIND_PAGE, KIND_SITEMAP = 0, 1
-#: (name, struct letter) in record order; ``b<i>``/``n<i>``/``s<i>`` are histogram slots.
+#: (name, encoding) in record order; ``b<i>``/``n<i>``/``s<i>`` are histogram slots. Encodings
+#: (the bytes a record stores; Python, numpy and Lua all read them as the wider type after "->"):
+#:
+#: - ``t``: a time, whole milliseconds since the Unix epoch, signed 6 bytes (+-4,000 years)
+#:   -> float64 seconds: the first sighting, the sitemap date and when it was read;
+#: - ``d``: float64: the fetch times intervals are measured from (the model's intervals keep
+#:   their microseconds, and times set from one fetch stay equal), ``due`` (never later than
+#:   the time it was set to), and the model's exposure sums (``seconds``...: one small interval
+#:   must still count after years of them);
+#: - ``f``: float32 -> float64, where a relative precision of 6e-8 is ample: an interval, the
+#:   sum of similar intervals in one histogram bin, the sum of a page's fetch costs;
+#: - ``I``: uint32, ``C``: uint16 for counters nothing reads as a statistic (both saturate
+#:   rather than wrap) -> uint32; ``H``: uint16 id; ``B``: uint8; ``8s``: 8 bytes.
 FIELDS: tuple[tuple[str, str], ...] = (
-    ("last_fetched", "d"), ("first_seen", "d"), ("last_change", "d"), ("due", "d"), ("iv", "d"),
-    ("fetches", "I"), ("not_modified", "I"), ("visits", "I"), ("changes", "I"),
+    ("last_fetched", "d"), ("first_seen", "t"), ("last_change", "d"), ("due", "d"), ("iv", "f"),
+    ("fetches", "C"), ("not_modified", "C"), ("visits", "I"), ("changes", "I"),
     ("exact_changes", "I"), ("seconds", "d"), ("unchanged_seconds", "d"), ("exact_seconds", "d"),
     *((name, letter) for i in range(SLOTS) for name, letter in ((f"b{i}", "B"), (f"n{i}", "I"),
-                                                               (f"s{i}", "d"))),
-    ("billed", "d"), ("billed_n", "I"), ("last_interval", "d"), ("last_changed", "B"),
-    ("type", "H"), ("tier", "B"), ("kind", "B"), ("follow", "B"), ("lastmod", "d"), ("lastmod_read", "d"),
-    ("last304", "d"), ("hash", "8s"),
+                                                               (f"s{i}", "f"))),
+    ("billed", "f"), ("billed_n", "I"), ("last_interval", "f"), ("last_changed", "B"),
+    ("type", "H"), ("tier", "B"), ("kind", "B"), ("follow", "B"), ("lastmod", "t"),
+    ("lastmod_read", "t"), ("last304", "d"), ("hash", "8s"),
 )
-FORMAT = "<" + "".join(letter for _, letter in FIELDS)
+_PY = {"t": "6s", "d": "d", "f": "f", "I": "I", "C": "H", "H": "H", "B": "B", "8s": "8s"}
+_LUA_LETTER = {"t": "i6", "d": "d", "f": "f", "I": "I4", "C": "H", "H": "H", "B": "B", "8s": "c8"}
+_CEILING = {"I": 2**32 - 1, "C": 2**16 - 1, "H": 2**16 - 1, "B": 2**8 - 1}
+FORMAT = "<" + "".join(_PY[code] for _, code in FIELDS)
+#: Bytes of a packed record.
 SIZE = struct.calcsize(FORMAT)
-_LUA_FORMAT = "<" + "".join("I4" if l == "I" else ("c8" if l == "8s" else l) for _, l in FIELDS)
+_LUA_FORMAT = "<" + "".join(_LUA_LETTER[code] for _, code in FIELDS)
 
 
 @dataclass
@@ -94,8 +114,22 @@ class Record:
         return page
 
 
+def _check_size(raw: bytes) -> None:
+    if len(raw) < SIZE:
+        raise ValueError(f"page record of {len(raw)} bytes, expected {SIZE}: written by another "
+                         "version of webcrawl; clear the crawl (scrapy crawlstate <crawl> --clear)")
+
+
+def _ms(seconds: float) -> bytes:
+    # The same rounding as the Lua side (math.floor(x * 1000 + 0.5)): byte-identical records.
+    return math.floor(seconds * 1000 + 0.5).to_bytes(6, "little", signed=True)
+
+
 def unpack(raw: bytes) -> Record:
-    values = dict(zip((name for name, _ in FIELDS), struct.unpack(FORMAT, raw[:SIZE])))
+    _check_size(raw)
+    values = {}
+    for (name, code), value in zip(FIELDS, struct.unpack(FORMAT, raw[:SIZE])):
+        values[name] = int.from_bytes(value, "little", signed=True) / 1000 if code == "t" else value
     bins = [(values.pop(f"b{i}"), values.pop(f"n{i}"), values.pop(f"s{i}")) for i in range(SLOTS)]
     record = Record(**{k: v for k, v in values.items() if k in _RECORD_FIELDS})
     record.bins = [(b, n, s) for b, n, s in bins if b != EMPTY_BIN]
@@ -108,7 +142,15 @@ def pack(record: Record) -> bytes:
     bins += [(EMPTY_BIN, 0, 0.0)] * (SLOTS - len(bins))
     for i, (b, n, s) in enumerate(bins):
         values[f"b{i}"], values[f"n{i}"], values[f"s{i}"] = b, n, s
-    return struct.pack(FORMAT, *(values[name] for name, _ in FIELDS))
+    out = []
+    for name, code in FIELDS:
+        value = values[name]
+        if code == "t":
+            value = _ms(value)
+        elif code in _CEILING:
+            value = min(max(int(value), 0), _CEILING[code])
+        out.append(value)
+    return struct.pack(FORMAT, *out)
 
 
 _RECORD_FIELDS = frozenset(f.name for f in fields(Record))
@@ -120,23 +162,43 @@ def as_dict(record: Record) -> Mapping[str, Any]:
 
 def _lua() -> str:
     names = [name for name, _ in FIELDS]
+    codes = [code for _, code in FIELDS]
     default = ", ".join("'\\0\\0\\0\\0\\0\\0\\0\\0'" if l == "8s" else (str(EMPTY_BIN) if n.startswith("b") and n[1:].isdigit() else ("2" if n == "last_changed" else "0"))
                         for n, l in FIELDS)
+    ceilings = ", ".join(str(_CEILING.get(code, 0)) for code in codes)
     return "\n".join([
-        f"local REC_FORMAT = '{_LUA_FORMAT}'",
+        f"local REC_FORMAT, REC_SIZE = '{_LUA_FORMAT}', {SIZE}",
         f"local REC_NAMES = {{{', '.join(repr(n) for n in names)}}}",
+        f"local REC_TIME = {{{', '.join('true' if c == 't' else 'false' for c in codes)}}}",
+        f"local REC_CEILING = {{{ceilings}}}",
         f"local REC_DEFAULT = {{{default}}}",
         f"local REC_SLOTS, REC_EMPTY_BIN = {SLOTS}, {EMPTY_BIN}",
         f"local BIN_BASE, BINS_PER_DOUBLING, NBINS = {BIN_BASE_SECONDS!r}, {BINS_PER_DOUBLING}, {NBINS}",
         "local function rec_read(raw)",
         "  local r = {}",
+        "  if raw and #raw < REC_SIZE then",
+        "    error('page record of ' .. #raw .. ' bytes, expected ' .. REC_SIZE .. ': written by '",
+        "          .. 'another version of webcrawl; clear the crawl (scrapy crawlstate --clear)')",
+        "  end",
         "  local values = raw and {struct.unpack(REC_FORMAT, raw)} or REC_DEFAULT",
-        "  for i, name in ipairs(REC_NAMES) do r[name] = values[i] end",
+        "  for i, name in ipairs(REC_NAMES) do",
+        "    local v = values[i]",
+        "    if REC_TIME[i] then v = v / 1000 end",
+        "    r[name] = v",
+        "  end",
         "  return r",
         "end",
         "local function rec_write(r)",
         "  local values = {}",
-        "  for i, name in ipairs(REC_NAMES) do values[i] = r[name] end",
+        "  for i, name in ipairs(REC_NAMES) do",
+        "    local v = r[name]",
+        "    if REC_TIME[i] then",
+        "      v = math.floor(v * 1000 + 0.5)",
+        "    elseif REC_CEILING[i] > 0 then",
+        "      v = math.min(math.max(v, 0), REC_CEILING[i])",
+        "    end",
+        "    values[i] = v",
+        "  end",
         "  return struct.pack(REC_FORMAT, unpack(values))",
         "end",
     ]) + "\n"
@@ -145,17 +207,36 @@ def _lua() -> str:
 LUA = _lua()
 
 
-_NUMPY_LETTERS = {"d": "<f8", "I": "<u4", "B": "u1", "H": "<u2", "8s": "S8"}
-#: The record layout as a numpy structured dtype (packed, little-endian: the same bytes).
-DTYPE = np.dtype([(name, _NUMPY_LETTERS[letter]) for name, letter in FIELDS])
-assert DTYPE.itemsize == SIZE
+#: What Python and numpy read each encoding as (the wider type; see :data:`FIELDS`).
+_WIDE = {"t": "<f8", "d": "<f8", "f": "<f8", "I": "<u4", "C": "<u4", "H": "<u2", "B": "u1", "8s": "S8"}
+_PACKED = {"t": ("u1", (6,)), "d": "<f8", "f": "<f4", "I": "<u4", "C": "<u2", "H": "<u2", "B": "u1",
+           "8s": "S8"}
+#: A record as the allocator's table holds it: a numpy structured dtype of the wide types.
+DTYPE = np.dtype([(name, _WIDE[code]) for name, code in FIELDS])
+#: The packed bytes as numpy reads them (times still raw milliseconds).
+PACKED_DTYPE = np.dtype([(name, _PACKED[code]) for name, code in FIELDS])
+assert PACKED_DTYPE.itemsize == SIZE
+
+
+def _times(raw_ms: np.ndarray) -> np.ndarray:
+    """Seconds of 6-byte little-endian signed milliseconds (an ``(n, 6)`` uint8 array)."""
+    wide = np.zeros((len(raw_ms), 8), dtype=np.uint8)
+    wide[:, :6] = raw_ms
+    wide[:, 6:] = np.where(raw_ms[:, 5:6] >= 0x80, 0xFF, 0)[:, [0, 0]]  # sign extension
+    return wide.view("<i8")[:, 0] / 1000.0
 
 
 def unpack_many(raws: list[bytes]) -> np.ndarray:
     """Records as one structured array (``DTYPE``), in order."""
+    out = np.zeros(len(raws), dtype=DTYPE)
     if not raws:
-        return np.zeros(0, dtype=DTYPE)
-    return np.frombuffer(b"".join(r[:SIZE] for r in raws), dtype=DTYPE).copy()
+        return out
+    for raw in raws:
+        _check_size(raw)
+    packed = np.frombuffer(b"".join(r[:SIZE] for r in raws), dtype=PACKED_DTYPE)
+    for name, code in FIELDS:
+        out[name] = _times(packed[name]) if code == "t" else packed[name]
+    return out
 
 
 def history_table(rows: np.ndarray) -> HistoryTable:
