@@ -12,6 +12,23 @@ local cached = op_cached(KEYS[11])
 if cached then return cached end
 local cap, k, n = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local seen, excluded = KEYS[6], KEYS[8]
+-- Seen-filter generations (webcrawl/state/seen.py): a URL is seen when its bits are set in any
+-- generation and is marked in the newest; once that one has taken `capacity` URLs, another of
+-- the same size starts `stride` bits further on in the same string.
+local sm = redis.call('HMGET', KEYS[7], 'count', 'capacity', 'error_rate', 'generations', 'stride')
+local seen_count, seen_cap, seen_rate = tonumber(sm[1] or 0), tonumber(sm[2] or 0), tonumber(sm[3] or 0)
+local gens, stride = tonumber(sm[4] or 1), tonumber(sm[5] or 0)
+local function seen_grow()
+  if stride == 0 then
+    local bits = k * math.ceil(seen_cap * math.abs(math.log(seen_rate)) / (k * math.log(2) ^ 2))
+    stride = 8 * math.max(redis.call('STRLEN', seen), math.ceil(bits / 8))
+  end
+  if (gens + 1) * stride <= 4294967296 then
+    gens = gens + 1
+    redis.call('SETBIT', seen, gens * stride - 1, 0)
+    redis.call('HSET', KEYS[7], 'generations', gens, 'stride', stride)
+  end
+end
 local seq = redis.call('INCRBY', KEYS[10], n) - n
 local statuses, pushed, evicted, new_urls = {}, 0, 0, 0
 local touched = {}
@@ -23,15 +40,20 @@ for e = 1, n do
   if redis.call('SISMEMBER', excluded, host) == 1 then
     status = 3
   elseif filter == '1' then
-    local all_set = true
-    for j = 0, k - 1 do
-      if redis.call('GETBIT', seen, ARGV[i + j]) == 0 then all_set = false break end
+    local all_set = false
+    for g = 0, gens - 1 do
+      all_set = true
+      for j = 0, k - 1 do
+        if redis.call('GETBIT', seen, g * stride + ARGV[i + j]) == 0 then all_set = false break end
+      end
+      if all_set then break end
     end
     if all_set then
       status = 0
     else
-      for j = 0, k - 1 do redis.call('SETBIT', seen, ARGV[i + j], 1) end
+      for j = 0, k - 1 do redis.call('SETBIT', seen, (gens - 1) * stride + ARGV[i + j], 1) end
       new_urls = new_urls + 1
+      if seen_cap > 0 and seen_count + new_urls >= gens * seen_cap then seen_grow() end
     end
   end
   if filter == '1' then i = i + k end
