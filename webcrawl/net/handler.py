@@ -4,7 +4,8 @@ a guarded crawl needs at the moment a download starts.
 - **This crawler's allowance.** Connections are opened inside
   :func:`~webcrawl.net.resolver.connecting_for` with this crawler's own address policy, so the
   :class:`~webcrawl.net.resolver.GuardedResolver` judges each connection's addresses by it (two
-  crawlers of one process never lend each other their allowed networks).
+  crawlers of one process never lend each other their allowed networks). With the guard off
+  (``WEBCRAWL_SSRF_ENABLED = False``) that policy allows every address but cloud metadata.
 - **No unchecked route.** A request sent through a proxy (``meta["proxy"]``, whoever set it) is
   refused while the SSRF guard is on: the proxy would resolve the host name itself, where no check
   reaches. ``WEBCRAWL_SSRF_ACCEPT_UNCHECKED = True`` accepts that risk (literal IPs are still
@@ -52,8 +53,10 @@ class GuardedDownloadHandler(HTTP11DownloadHandler):
         super().__init__(crawler)
         settings = crawler.settings
         guarded = settings.getbool("WEBCRAWL_SSRF_ENABLED", True)
-        self.policy: AddressPolicy | None = AddressPolicy(parse_networks(
-            settings.getlist("WEBCRAWL_ALLOWED_PRIVATE_NETWORKS"))) if guarded else None
+        # With the guard off, every address but the cloud metadata ones (never allowed).
+        allowed = (parse_networks(settings.getlist("WEBCRAWL_ALLOWED_PRIVATE_NETWORKS"))
+                   if guarded else ("0.0.0.0/0", "::/0"))
+        self.policy = AddressPolicy(allowed)
         self.refuse_proxies = guarded and not settings.getbool("WEBCRAWL_SSRF_ACCEPT_UNCHECKED")
         self.stats = crawler.stats
         self._inflight: dict[int, tuple[Request, Deferred[Response]]] = {}

@@ -52,13 +52,19 @@ class Scope:
 
     def __init__(self, domains: tuple[str, ...] | list[str] = ()) -> None:
         self.domains = tuple(d.lower().rstrip(".") for d in domains if d)
-        self._dotted = tuple("." + d for d in self.domains)
+        self._set = frozenset(self.domains)
 
     def allows(self, host: str) -> bool:
-        if not self.domains:
+        if not self._set:
             return True
         host = host.lower().rstrip(".")
-        return host in self.domains or host.endswith(self._dotted)
+        # The host, then each parent domain: a set lookup per label, however many domains.
+        while True:
+            if host in self._set:
+                return True
+            _, dot, host = host.partition(".")
+            if not dot:
+                return False
 
 
 def origin(parts: SplitResult) -> tuple[str, str, int] | None:
