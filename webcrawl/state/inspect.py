@@ -1,4 +1,5 @@
-"""What a crawl holds, shard by shard, for ``scrapy crawlstate`` (read-only)."""
+"""What a crawl holds, shard by shard, for ``scrapy crawlstate`` (read-only): queued requests,
+revisits, leases, known pages, and the seen-filter slice (URLs taken in, capacity, generations)."""
 
 from __future__ import annotations
 
@@ -23,6 +24,10 @@ class ShardFigures:
     ready_now: int
     #: (requests queued, host, when its next turn comes) of the hosts with queued requests
     frontiers: list[tuple[int, str, float]] = field(default_factory=list)
+    #: the seen-filter slice: URLs it is sized for per generation (0: not recorded), and the
+    #: generations it has grown to (webcrawl.state.seen)
+    seen_capacity: int = 0
+    seen_generations: int = 1
 
 
 def server_time(client: Any) -> float:
@@ -38,13 +43,15 @@ def shard_figures(client: Any, layout: CrawlLayout, now: float) -> list[ShardFig
         pipe.zcard(shard.due)
         pipe.zcard(shard.leases)
         pipe.hlen(shard.pages)
-        pipe.hget(shard.seen_meta, "count")
+        pipe.hmget(shard.seen_meta, "count", "capacity", "generations")
         pipe.zrange(shard.ready_new, 0, -1, withscores=True)
         pipe.zrange(shard.ready_due, 0, -1, withscores=True)
-        queued, due, leased, pages, seen, new, ready_due = pipe.execute()
+        queued, due, leased, pages, (seen, capacity, generations), new, ready_due = pipe.execute()
         figures = ShardFigures(shard.index, int(queued or 0), int(due), int(leased), int(pages),
                                int(seen or 0), len(new),
-                               sum(1 for _, t in [*new, *ready_due] if t <= now))
+                               sum(1 for _, t in [*new, *ready_due] if t <= now),
+                               seen_capacity=int(capacity or 0),
+                               seen_generations=int(generations or 1))
         for host, at in new:
             name = host.decode() if isinstance(host, bytes) else host
             count = int(client.zlexcount(shard.frontier, f"[{name}\0", f"({name}\1"))

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pybloom_live.pybloom import make_hashfuncs
+from redis.exceptions import NoScriptError
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator
@@ -178,6 +179,8 @@ class SeenFilter:
         self.offsets = params.offsets_function()
         self._script = client.register_script(_TEST_AND_SET)
         self._contains = client.register_script(_CONTAINS)
+        for script in (self._script, self._contains):
+            client.script_load(script.script)
         #: the slice's URL count and generations as of the last answer
         self.count = 0
         self.generations = 1
@@ -195,14 +198,26 @@ class SeenFilter:
 
     def test_and_set_many(self, items: Iterable[str]) -> Iterator[bool]:
         """The same for many items, in one pipelined round trip."""
-        pipe = self.client.pipeline(transaction=False)
-        for item in items:
-            self._script(keys=self._keys(), args=self.offsets(item), client=pipe)
-        return (self._note(reply) for reply in pipe.execute())
+        return (self._note(reply) for reply in self._pipelined(self._script, items))
 
     def contains_many(self, items: Iterable[str]) -> list[bool]:
         """Whether each item would be taken for a seen one, marking nothing."""
-        pipe = self.client.pipeline(transaction=False)
-        for item in items:
-            self._contains(keys=self._keys(), args=self.offsets(item), client=pipe)
-        return [bool(reply[0]) for reply in pipe.execute()]
+        return [bool(reply[0]) for reply in self._pipelined(self._contains, items)]
+
+    def _pipelined(self, script: Any, items: Iterable[str]) -> list[Any]:
+        # Bare EVALSHA: a cluster pipeline refuses Script objects, and they would cost a SCRIPT
+        # EXISTS round trip first. A server that lost its scripts (restart) gets them again.
+        keys = self._keys()
+        calls = [self.offsets(item) for item in items]
+
+        def send() -> list[Any]:
+            pipe = self.client.pipeline(transaction=False)
+            for offsets in calls:
+                pipe.execute_command("EVALSHA", script.sha, len(keys), *keys, *offsets)
+            return list(pipe.execute())
+
+        try:
+            return send()
+        except NoScriptError:
+            self.client.script_load(script.script)
+            return send()
