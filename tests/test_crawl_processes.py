@@ -3,9 +3,12 @@ politeness across processes, kill -9 recovery, Redis failures, the embedded serv
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import signal
 import subprocess
+import sys
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,6 +19,9 @@ import redis
 from tests.conftest import RedisServer
 from tests.crawls import finish, gaps_by_host, pages, start_crawl, stats_of, wait_for
 from webcrawl.demo.serve import ServerProcess, start_server_process
+from webcrawl.state.layout import CrawlLayout
+from webcrawl.state.queue import CrawlQueue, Entry
+from webcrawl.state.scripts import ScriptSet
 
 HOSTS = 3
 PAGES = 45
@@ -183,18 +189,23 @@ def _alive(pid: int) -> bool:
 
 def test_crawlstate_command_shows_and_clears(site: ServerProcess, redis_server: RedisServer,
                                              redis_url: str, tmp_path: Path) -> None:
+    # A request queued through the crawl state's own push script, as a crawl queues one.
     client = redis_server.client()
-    client.zadd("webcrawl:{shared}:ready", {"127.0.0.2": 1.0})
-    client.zadd("webcrawl:{shared}:frontier:127.0.0.2", {"0000000000000001|{}": 0})
-    client.set("webcrawl:{shared}:queued", 1)
+    layout = CrawlLayout("shared")
+    queue = CrawlQueue(client, ScriptSet(client), layout, cap=0, default_delay=1.0,
+                       lease_seconds=60.0)
+    payload = json.dumps({"url": site.base_url(0) + "/"})
+    queue.push(layout.shard("127.0.0.2"), [Entry("127.0.0.2", 0, payload)], 1)
+    keys = {k for p in layout.patterns for k in client.scan_iter(match=p)}
     env = dict(os.environ, SCRAPY_SETTINGS_MODULE="webcrawl.settings")
-    base = ["-m", "scrapy", "crawlstate", "shared", "-s", f"WEBCRAWL_REDIS_URL={redis_url}"]
-    import sys
+    base = [sys.executable, "-m", "scrapy", "crawlstate", "shared", "-s",
+            f"WEBCRAWL_REDIS_URL={redis_url}"]
 
-    shown = subprocess.run([sys.executable, *base], env=env, cwd=tmp_path, capture_output=True,
-                           text=True, check=True)
-    assert "queued requests:    1" in shown.stdout and "127.0.0.2" in shown.stdout
-    cleared = subprocess.run([sys.executable, *base, "--clear"], env=env, cwd=tmp_path,
+    shown = subprocess.run(base, env=env, cwd=tmp_path, capture_output=True, text=True, check=True)
+    assert re.search(r"^  queued requests:\s+1$", shown.stdout, re.M), shown.stdout
+    assert re.search(r"^    127\.0\.0\.2\s+1 requests", shown.stdout, re.M), shown.stdout
+    # Deleting asks first: with no terminal to ask on, only --yes deletes.
+    cleared = subprocess.run([*base, "--clear", "--yes"], env=env, cwd=tmp_path,
                              capture_output=True, text=True, check=True)
-    assert "3 keys deleted" in cleared.stdout
-    assert not client.keys("webcrawl:{shared}:*")
+    assert f"{len(keys)} keys deleted" in cleared.stdout, cleared.stdout
+    assert not [k for p in layout.patterns for k in client.scan_iter(match=p)]

@@ -33,19 +33,33 @@ if TYPE_CHECKING:
     from webcrawl.commands._oneshot import CommandRedis
 
 
+def _line(name: str, value: object) -> str:
+    """One ``name: value`` line, aligned (scripts read these lines)."""
+    return f"  {name + ':':<22}{value!s:>9}"
+
+
 def _report(client: Any, layout: CrawlLayout, top: int) -> list[str]:
-    """The crawl's queues per shard, and the hosts with the most work."""
+    """The crawl's queues (over every shard, then per shard when there are several), and the
+    hosts with the most queued requests."""
     now = server_time(client)
     shards = shard_figures(client, layout, now)
+
+    def total(name: str) -> int:
+        return sum(getattr(s, name) for s in shards)
+
     lines = [f"crawl {layout.crawl!r} ({layout.shards} shard{'s' if layout.shards != 1 else ''})",
-             f"  total: {sum(s.queued for s in shards)} queued, "
-             f"{sum(s.revisits for s in shards)} revisits scheduled, "
-             f"{sum(s.leased for s in shards)} in flight, {sum(s.pages for s in shards)} known pages"]
-    for s in shards:
-        lines.append(f"  shard {s.index}: {s.queued} queued, {s.revisits} revisits scheduled, "
-                     f"{s.leased} in flight, {s.pages} known pages, {s.seen} URLs seen, "
-                     f"{s.hosts_queued} hosts with queued requests, {s.ready_now} host turns "
-                     "ready now")
+             _line("queued requests", total("queued")),
+             _line("revisits scheduled", total("revisits")),
+             _line("in flight (leased)", total("leased")),
+             _line("known pages", total("pages")),
+             _line("seen URLs", total("seen")),
+             _line("hosts queued", f"{total('hosts_queued')}") + f" ({total('ready_now')} host "
+             "turns ready now)"]
+    if layout.shards > 1:
+        lines.append("  per shard:")
+        lines += [f"    shard {s.index}: {s.queued} queued, {s.revisits} revisits scheduled, "
+                  f"{s.leased} in flight, {s.pages} known pages, {s.seen} seen URLs, "
+                  f"{s.hosts_queued} hosts queued" for s in shards]
     hosts = [f for s in shards for f in s.frontiers]
     if hosts:
         lines.append("  largest frontiers:")
@@ -135,8 +149,8 @@ class Command(ScrapyCommand):
         for group in plan.groups:
             print("  " + group.line())
         if not everything:
-            print("  kept: scheduled revisits, the seen filter (URLs already met are not queued "
-                  "again), page records, cycles")
+            print("  kept: the seen filter (URLs already met are not queued again), scheduled "
+                  "revisits, page records, cycles")
         if not yes and not _confirm("Delete them?"):
             print("nothing deleted")
             return False

@@ -91,6 +91,13 @@ def _sum(client: Any, layout: CrawlLayout, command: str, name: str) -> int:
     return sum(int(v or 0) for v in pipe.execute())
 
 
+def _seen(client: Any, layout: CrawlLayout) -> int:
+    pipe = client.pipeline(transaction=False)
+    for shard in layout.all_shards:
+        pipe.hget(shard.seen_meta, "count")
+    return sum(int(v or 0) for v in pipe.execute())
+
+
 _QUEUE = ("frontier", "queued", "ready_new", "leases", "leased")
 
 
@@ -112,7 +119,7 @@ def everything(client: Any, layout: CrawlLayout) -> Plan:
               Group("page records", _sum(client, layout, "hlen", "pages"), "pages"),
               Group("stored-body index", _sum(client, layout, "hlen", "bodies"),
                     "pointers to stored bodies (the bodies on disk stay)"),
-              Group("seen filter", layout.shards, "slices (every URL met so far)"),
+              Group("seen filter", _seen(client, layout), "URLs met so far"),
               Group("cycles", int(client.zcard(layout.key("cycles"))),
                     "cycles (ledgers and figures: the report's history)")]
     return Plan(groups, keys)
