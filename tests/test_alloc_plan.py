@@ -182,7 +182,7 @@ def test_water_filling_keeps_each_host_within_its_capacity() -> None:
     capped = plan(alloc_input(rows, host, budget_rate=5.0, shares=shares,
                               delay=np.array([10.0, 0.1])))
     load = np.bincount(host, np.where(np.isfinite(capped.interval), 1 / capped.interval, 0.0))
-    assert load[0] == pytest.approx(0.9 / 10.0)  # 90% of one request per delay
+    assert load[0] == pytest.approx(1.0 / 10.0)  # one request per delay
     assert spend(capped) == pytest.approx(5.0), "money waited on a host that cannot take it"
     assert load[1] > spend(even, np.array(host) == 1) * 1.5
     # A host held back (a 429's Retry-After) for the whole period gets nothing planned.

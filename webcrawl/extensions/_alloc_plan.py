@@ -19,7 +19,7 @@ expects to spend on what. The split, per second of budget ``R``:
   is worth its cost (``follow``: never for pages that change too fast to keep fresh), and what
   following them is expected to cost is held back;
 - the rest, times the controller's gain ``g``: water-filling over the other pages with the
-  estimated change rates, values and costs, under each host's capacity (0.9 / delay, less what
+  estimated change rates, values and costs, under each host's capacity (one visit per delay, less what
   detectors and discovery take there, less any backoff hold) (:func:`webcrawl.revisit.allocate`).
 
 ``g`` corrects what the allocation cannot know (overheads, fetches that cost more than expected,
@@ -43,7 +43,9 @@ __all__ = ["AllocInput", "AllocResult", "TIER_VALUES", "plan"]
 
 #: Value of a page by tier (site files: 1 low .. 4 critical): about 3x a step.
 TIER_VALUES = np.array([1.0, 1.0, 3.0, 10.0, 30.0])  # index 0: no tier
-UTILISATION = 0.9
+#: Share of a host's turns (one per delay) the plan may fill: all of them. A host whose delay binds
+#: is the crawl's scarcest resource; turns the plan leaves unused go to early revisits anyway.
+UTILISATION = 1.0
 #: While new URLs wait, discovery takes up to this share of the budget, enough to fetch the
 #: backlog in about DISCOVERY_SECONDS.
 DISCOVERY_MAX = 0.8
