@@ -1,0 +1,61 @@
+"""What the crawl state costs in memory: Redis's own accounting, and the allocator's page table.
+
+Redis figures are the server's: ``INFO memory`` ``used_memory`` (every byte the allocator handed
+out, jemalloc size classes included) and ``MEMORY USAGE <key> SAMPLES 0`` (a key with all its
+members, counted exactly). Answers kept for retries (``op:<id>``, a minute each) are dropped
+before each look: they are the last minute's traffic, not state that grows with the crawl.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from typing import Any
+
+def used_memory(client: Any) -> int:
+    return int(client.info("memory")["used_memory"])
+
+
+def key_bytes(client: Any, key: str) -> int:
+    return int(client.execute_command("MEMORY USAGE", key, "SAMPLES", 0) or 0)
+
+
+def drop_op_answers(client: Any, prefixes: list[str]) -> int:
+    """Delete the kept script answers (``<prefix>op:*``); returns the bytes they held."""
+    held = 0
+    for prefix in prefixes:
+        keys = list(client.scan_iter(match=prefix + "op:*", count=10_000))
+        for start in range(0, len(keys), 1000):
+            chunk = keys[start:start + 1000]
+            held += sum(key_bytes(client, k) for k in chunk)
+            client.unlink(*chunk)
+    return held
+
+
+@dataclass
+class Snapshot:
+    """``used_memory`` and the size of each named key at one moment."""
+
+    used: int
+    keys: dict[str, int] = field(default_factory=dict)
+
+
+def snapshot(client: Any, keys: dict[str, str]) -> Snapshot:
+    """``keys``: label -> Redis key."""
+    return Snapshot(used_memory(client), {label: key_bytes(client, key) for label, key in keys.items()})
+
+
+def table_bytes(table: Any) -> dict[str, int]:
+    """Bytes the allocator's :class:`~webcrawl.extensions._alloc_table.PageTable` holds, by part:
+    the record rows and host ids (numpy, as allocated: they grow by half when full), the URL
+    strings, the list of them and the URL -> row index (the dict's own table; its keys are the
+    same strings)."""
+    urls = table.urls
+    return {
+        "record rows (numpy)": int(table.rows.nbytes),
+        "host ids (numpy)": int(table.host.nbytes),
+        "URL strings": sum(sys.getsizeof(u) for u in urls),
+        "URL list": sys.getsizeof(urls),
+        "URL -> row dict": sys.getsizeof(table.index),
+    }
+
