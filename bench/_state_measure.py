@@ -16,6 +16,13 @@ def used_memory(client: Any) -> int:
     return int(client.info("memory")["used_memory"])
 
 
+def command_calls(client: Any) -> tuple[int, int]:
+    """``(commands, script calls)`` the server ran so far (commands inside scripts included)."""
+    stats = client.info("commandstats")
+    total = sum(int(v["calls"]) for v in stats.values())
+    return total, sum(int(stats.get(f"cmdstat_{n}", {}).get("calls", 0)) for n in ("evalsha", "eval"))
+
+
 def key_bytes(client: Any, key: str) -> int:
     return int(client.execute_command("MEMORY USAGE", key, "SAMPLES", 0) or 0)
 

@@ -29,7 +29,9 @@ from bench._report import table, write_section
 from bench._scheduler_redis import BenchRedis
 from bench._state_alloc import time_load, time_plan, time_sync
 from bench._state_fill import Filler, host_of, hosts, urls
-from bench._state_measure import drop_op_answers, key_bytes, snapshot, table_bytes, used_memory
+from bench._state_measure import (
+    command_calls, drop_op_answers, key_bytes, snapshot, table_bytes, used_memory,
+)
 from webcrawl.extensions._alloc_table import PageTable
 from webcrawl.state import records
 from webcrawl.state.batch import LandSettings, WriteBatch
@@ -64,6 +66,7 @@ def run(pages: int, host_count: int) -> dict[str, object]:
             out["url_length"] = statistics.fmean(len(u) for u in all_urls)
             empty = used_memory(server.client)
             queue.check_seen_filter(bloom)
+            calls = command_calls(server.client)
             t0 = time.perf_counter()
             out["pushed"] = filler.push_all(all_urls)
             out["push_seconds"] = time.perf_counter() - t0
@@ -74,6 +77,7 @@ def run(pages: int, host_count: int) -> dict[str, object]:
             out["landed"] = filler.fetch_all(now)
             filler.schedule_all(all_urls)
             out["land_seconds"] = time.perf_counter() - t0
+            out["calls"] = [b - a for a, b in zip(calls, command_calls(server.client))]
             drop_op_answers(server.client, [shard.prefix])
             out["dirty"] = key_bytes(server.client, shard.dirty)
             table_ = PageTable(PageStore(client, layout), layout)
@@ -116,7 +120,10 @@ def report(r: dict[str, object]) -> tuple[str, str]:
         f"{n:,} known pages ({r['pages']:,} URLs pushed) on {r['hosts']:,} hosts (URLs {r['url_length']:.0f} characters on "
         f"average), one shard, filled through the crawl's own push, pop, land and interval "
         f"operations ({r['push_seconds']:.0f} s of pushes, {r['land_seconds']:.0f} s of fetches "
-        f"landed and scheduled). Record: {records.SIZE} bytes packed.\n\n"
+        f"landed and scheduled). Record: {records.SIZE} bytes packed. A page's way in (push, pop, "
+        f"land, acknowledge, schedule) took {r['calls'][0] / n:.0f} Redis commands (those run "
+        f"inside the scripts included), in {r['calls'][1] * 1000 / n:.1f} script calls per "
+        "1,000 pages (batches of 2,000 operations).\n\n"
         f"Redis bytes per known page, after the allocator's sync (target: at most {TARGET}; this "
         f"{verdict} it):\n\n" + table(["part", "bytes per page"], parts)
         + f"\n\nWhile a page waits for the allocator's next sync its URL is also in the shard's "
