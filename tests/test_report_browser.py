@@ -99,7 +99,8 @@ def crawled(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
                PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     env.pop("WEBCRAWL_REDIS_URL", None)
     done = subprocess.run([sys.executable, "-m", "webcrawl.demo", "--fresh", "--port", "0", "--cycles", "3",
-                           "--budget", "25"], cwd=folder, env=env, capture_output=True, text=True, timeout=240)
+                           "--cycle-seconds", "8", "--budget", "200"], cwd=folder, env=env,
+                          capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stdout + done.stderr
     return folder / "data" / "demo" / "report.html", done.stdout
 
@@ -137,7 +138,9 @@ def test_every_chart_renders_in_chromium(request: pytest.FixtureRequest, tmp_pat
     spend, found = by_key["spend"], by_key["found"]
     assert {s["name"]: s["marks"] for s in spend["series"]}["budget"] == 3  # one box per cycle
     assert {s["name"] for s in found["series"] if s["marks"]} == {"new", "changed", "no change"}
+    # Each cycle's close books its coverage: URLs known, fetched, waiting.
     coverage = by_key["coverage"]
-    assert coverage["empty"] and "not recorded" in coverage["message"]  # never invented
+    assert not coverage["empty"], coverage
+    assert {s["name"]: s["marks"] for s in coverage["series"]}["fetched"] == 3, coverage
     freshness = {s["name"]: s["marks"] for s in by_key["freshness"]["series"]}
     assert freshness["est. freshness"] >= 3 + 1  # a marker per cycle and the line

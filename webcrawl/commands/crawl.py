@@ -4,7 +4,9 @@ Before the crawler process exists (so before Scrapy's start-up log), the command
 loader, finds the spider, applies its site file's settings to a copy of the settings and checks
 them: the crawl-state settings (:class:`~webcrawl.config.StateConfig`), the list settings
 (:data:`~webcrawl.settingtypes.LIST_SETTINGS`, which may be given as ``a,b`` or as a JSON list:
-text values are turned into lists here, for every component) and, when ``WEBCRAWL_REDIS_URL`` is
+text values are turned into lists here, for every component), the stop conditions of a
+continuous crawl given as settings (:mod:`webcrawl.commands._stops`: ``WEBCRAWL_STOP_AFTER_CYCLES``,
+``WEBCRAWL_STOP_AFTER_SECONDS``, applied to the spider's site) and, when ``WEBCRAWL_REDIS_URL`` is
 set, that its Redis answers. Any problem ends the command with one line,
 ``scrapy: error: <what>; <hint>``, and exit status 2, before any request.
 
@@ -30,6 +32,7 @@ from scrapy.spiderloader import get_spider_loader
 from scrapy.utils.misc import load_object
 
 from webcrawl.commands._errors import fail, one_line, user_error_message
+from webcrawl.commands._stops import stops_from, with_stops
 from webcrawl.config import StateConfig
 from webcrawl.net.addresses import parse_networks
 from webcrawl.scheduler import ReadyQueueScheduler
@@ -80,11 +83,19 @@ class Command(ScrapyCrawlCommand):
         spidercls.update_settings(settings)  # the site file's settings, at spider priority
         try:
             check_settings(settings, spidercls.name or spider_name)
+            with_stops(spidercls, settings)
         except Exception as exc:
             message = user_error_message(exc, settings)
             if message is None:
                 raise
             fail(message)
+
+    def _create_crawler(self, spidercls: Any) -> Any:
+        """The crawler, its site carrying the stop settings (:mod:`webcrawl.commands._stops`)."""
+        assert self.crawler_process is not None and self.settings is not None
+        if isinstance(spidercls, str) and stops_from(self.settings):
+            spidercls = with_stops(self.crawler_process.spider_loader.load(spidercls), self.settings)
+        return super()._create_crawler(spidercls)
 
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
         if len(args) < 1:

@@ -1,5 +1,11 @@
-"""``python -m webcrawl.demo``: serve the demo shop, crawl it cycle after cycle (one ``scrapy crawl
-demo`` child process each), keep every cycle's files, end with ``scrapy report demo``.
+"""``python -m webcrawl.demo``: serve the demo shop, crawl it cycle after cycle, keep every cycle's
+files, end with ``scrapy report demo``.
+
+Each cycle is one ``scrapy crawl demo`` child process in the crawl's continuous mode
+(``WEBCRAWL_CYCLE_CONTINUOUS``, the cycle's length and budget as settings) that stops after its
+one cycle (``WEBCRAWL_STOP_AFTER_CYCLES=1``): the product's own pacing and cycles, with one log,
+feed and stats dump per cycle. The shop runs in real time, so the crawl, the shop's dates
+(``Last-Modified``, sitemap ``lastmod``) and the revisit model share one clock.
 
 The demo holds a connection to the crawl's Redis for the whole run (the embedded server stays up
 between cycles) and reads the ledger after each cycle for its number, the one ``scrapy report``
@@ -29,16 +35,20 @@ if TYPE_CHECKING:
 
 HOSTS = 4
 DEFAULT_PORT = 8000  # the demo site file's default for ${WEBCRAWL_DEMO_PORT}
+#: How often the shop's products change, in seconds: each product at its own rate, spread
+#: log-uniformly between these (a share of them never changes).
+FASTEST_CHANGE, SLOWEST_CHANGE = 5.0, 3600.0
 
 DESCRIPTION = """\
-Serve the bundled demo shop on 127.0.0.2-5 and crawl it with `scrapy crawl demo`, one cycle after
-another, then print `scrapy report demo` and write its HTML page.
+Serve the bundled demo shop on 127.0.0.2-5 and crawl it with `scrapy crawl demo` in continuous
+mode, one cycle after another, then print `scrapy report demo` and write its HTML page.
 
-The shop's clock runs --time-scale times faster than real time, so its records change between
-cycles. On a new crawl the first cycle discovers the shop on the site file's budget; every later
-cycle spends --budget requests where the revisit model expects changes. A later run resumes the
-crawl, and the shop's clock, where the last one stopped; --fresh starts both over. Cycles are
-numbered as `scrapy report demo` numbers them.
+The shop's products change in real time, each at its own pace (from every few seconds to about
+once an hour; some never). Each cycle lasts --cycle-seconds and may spend --budget requests,
+paced evenly over the cycle. On a new crawl the first cycle discovers the shop; later cycles
+revisit the pages where the revisit model expects changes, and read the sitemaps and listings
+that announce them. A later run resumes the crawl, and the shop, where the last one stopped;
+--fresh starts both over. Cycles are numbered as `scrapy report demo` numbers them.
 
 Files, under $WEBCRAWL_DATA_DIR/demo/ (default .webcrawl/demo/):
   changes.jsonl    new and changed records of every cycle, appended cycle after cycle
@@ -48,16 +58,19 @@ Files, under $WEBCRAWL_DATA_DIR/demo/ (default .webcrawl/demo/):
 --fresh deletes these files along with the crawl's state."""
 
 
-def start_shop(paths: Paths, port: int = 0, time_scale: float = 1.0) -> ServerProcess:
+def start_shop(paths: Paths, port: int = 0) -> ServerProcess:
     """The demo shop on 127.0.0.2-5 in a child process, logging requests to ``requests.jsonl``.
-    Its simulated clock continues from earlier runs (``shop-clock.json``, same time scale), so
-    the records a resumed crawl holds are compared with the shop's later state."""
+    Its products' histories start at the first run's start (``shop-clock.json``) and go on in
+    real time, so a resumed crawl's records are compared with the shop's later state."""
     paths.folder.mkdir(parents=True, exist_ok=True)
     clock = paths.folder / "shop-clock.json"
     kept = json.loads(clock.read_text()) if clock.exists() else {}
-    options = {"clock_origin": kept["clock_origin"]} if kept.get("time_scale") == time_scale else {}
-    shop = start_server_process("shop", HOSTS, paths.requests, port=port, time_scale=time_scale, **options)
-    clock.write_text(json.dumps({"clock_origin": shop.ready["clock_origin"], "time_scale": time_scale}))
+    origin = float(kept.get("origin") or time.time())
+    shop = start_server_process("shop", HOSTS, paths.requests, port=port, time_scale=1.0,
+                                epoch=origin, clock_origin=origin,
+                                min_change_interval=FASTEST_CHANGE,
+                                max_change_interval=SLOWEST_CHANGE)
+    clock.write_text(json.dumps({"origin": origin}))
     return shop
 
 
@@ -66,10 +79,10 @@ def _settings(redis_url: str | None, paths: Paths) -> dict[str, object]:
     return {"WEBCRAWL_DATA_DIR": paths.data_dir, **({"WEBCRAWL_REDIS_URL": redis_url} if redis_url else {})}
 
 
-def crawl_command(port: int, paths: Paths, fresh: bool, budget: float | None = None,
+def crawl_command(port: int, paths: Paths, fresh: bool, budget: float, cycle_seconds: float,
                   redis_url: str | None = None) -> list[str]:
-    """The ``scrapy crawl demo`` command line of one cycle: its feed goes to the running cycle's
-    folder and is appended to the demo's ``changes.jsonl``."""
+    """The ``scrapy crawl demo`` command line of one cycle: continuous mode, stopping after one
+    cycle; its feed goes to the running cycle's folder and is appended to ``changes.jsonl``."""
     feed = {"format": "jsonlines", "fields": EXPORTED_FIELDS,
             # Listing summaries are change detectors for the crawl, not output.
             "item_classes": ["webcrawl.items.PageItem"]}
@@ -77,11 +90,11 @@ def crawl_command(port: int, paths: Paths, fresh: bool, budget: float | None = N
              str(paths.changes): {**feed, "overwrite": False}}
     settings: dict[str, object] = {
         "WEBCRAWL_DEMO_PORT": port, **_settings(redis_url, paths), "WEBCRAWL_RESET": fresh,
+        "WEBCRAWL_CYCLE_CONTINUOUS": True, "WEBCRAWL_CYCLE_SECONDS": cycle_seconds,
+        "WEBCRAWL_BUDGET_PER_CYCLE": budget, "WEBCRAWL_STOP_AFTER_CYCLES": 1,
         "FEEDS": json.dumps(feeds), "LOG_FILE": paths.running / "crawl.log", "LOG_FILE_APPEND": False,
         "LOG_LEVEL": "INFO",
     }
-    if budget is not None:
-        settings["WEBCRAWL_BUDGET_PER_CYCLE"] = budget
     command = [sys.executable, "-m", "scrapy", "crawl", SITE]
     for key, value in settings.items():
         command += ["-s", f"{key}={value}"]
@@ -92,21 +105,22 @@ def _env() -> dict[str, str]:
     return {**os.environ, "SCRAPY_SETTINGS_MODULE": os.environ.get("SCRAPY_SETTINGS_MODULE", "webcrawl.settings")}
 
 
-def run_crawl(port: int, paths: Paths, ledger: LedgerStore, fresh: bool = False, timeout: float = 600,
-              budget: float | None = None, redis_url: str | None = None) -> CrawlRun:
+def run_crawl(port: int, paths: Paths, ledger: LedgerStore, *, budget: float, cycle_seconds: float,
+              fresh: bool = False, redis_url: str | None = None) -> CrawlRun:
     """Run one crawl cycle in a child process; keep its feed, log and stats (with start and
     finish times) in ``cycles/<number>/``, the number read from the crawl's ledger."""
     shutil.rmtree(paths.running, ignore_errors=True)
     paths.running.mkdir(parents=True)
     started = time.monotonic()
-    done = subprocess.run(crawl_command(port, paths, fresh, budget, redis_url), env=_env(), timeout=timeout,
-                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, check=False)
+    done = subprocess.run(crawl_command(port, paths, fresh, budget, cycle_seconds, redis_url),
+                          env=_env(), timeout=cycle_seconds + 600, stdout=subprocess.DEVNULL,
+                          stderr=subprocess.PIPE, text=True, check=False)
     seconds = time.monotonic() - started
     stats = read_stats(paths.running / "crawl.log")
     (paths.running / "stats.json").write_text(json.dumps(stats, indent=1, sort_keys=True) + "\n")
     if done.returncode != 0 and done.stderr:
         print(done.stderr.strip()[-3000:], file=sys.stderr)
-    current = ledger.current()  # one `scrapy crawl` is one cycle: the newest in the ledger
+    current = ledger.current()  # the run stopped after its one cycle: the newest in the ledger
     cycle = current.id if current is not None else None
     return CrawlRun(done.returncode, seconds, stats, cycle, paths.keep_running(cycle))
 
@@ -128,10 +142,11 @@ def _parser() -> argparse.ArgumentParser:
                         help=f"the shop's port (default {DEFAULT_PORT}; 0: any free one). Page URLs "
                              "include it: keep it from run to run to resume the crawl")
     parser.add_argument("--cycles", type=int, default=3, help="crawl cycles to run (default 3)")
-    parser.add_argument("--budget", type=float, default=60, help="requests each revisit cycle may spend (default 60)")
-    parser.add_argument("--time-scale", type=float, default=3600.0,
-                        help="the shop's clock runs this many times faster than real time (default "
-                             "3600: a real second is an hour, so records change between cycles)")
+    parser.add_argument("--cycle-seconds", type=float, default=15.0,
+                        help="how long each cycle lasts (default 15)")
+    parser.add_argument("--budget", type=float, default=450,
+                        help="requests each cycle may spend (default 450: enough to discover the "
+                             "shop in a first cycle of 15 s)")
     return parser
 
 
@@ -140,6 +155,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.cycles < 1:
         parser.error("--cycles must be at least 1")
+    if not args.cycle_seconds >= 1:
+        parser.error("--cycle-seconds must be at least 1")
+    if not args.budget > 0:
+        parser.error("--budget must be more than 0")
     paths = Paths(Path(os.environ.get("WEBCRAWL_DATA_DIR") or ".webcrawl").resolve())
     if args.fresh:
         paths.clear()
@@ -150,22 +169,24 @@ def main(argv: list[str] | None = None) -> int:
         parser.exit(2, f"{parser.prog}: error: {exc}\n")
     try:
         ledger = ledger_for(handle.client, SITE)
-        # A crawl with no cycle yet starts with a discovery cycle on the site file's budget.
+        # A crawl with no cycle yet starts by discovering the shop: that cycle gets the summary.
         discover = args.fresh or not ledger.cycle_ids()
         try:
-            shop = start_shop(paths, args.port, args.time_scale)
+            shop = start_shop(paths, args.port)
         except RuntimeError as exc:  # the child's last line says why (a port in use, mostly)
             reason = str(exc).strip().splitlines()[-1]
             parser.exit(2, f"{parser.prog}: error: the demo shop did not start on port {args.port}: "
                            f"{reason}; --port 0 picks a free port\n")
         with shop:
-            print(f"demo shop on {', '.join(shop.hosts)} port {shop.port} (time x{args.time_scale:g}); "
-                  f"{args.cycles} cycle(s) of `scrapy crawl {SITE}`, data in {paths.data_dir}"
+            print(f"demo shop on {', '.join(shop.hosts)} port {shop.port}; {args.cycles} cycle(s) "
+                  f"of {args.cycle_seconds:g} s and {args.budget:g} requests, `scrapy crawl {SITE}` "
+                  f"in continuous mode; data in {paths.data_dir}"
                   f"{' (fresh)' if args.fresh else ''}", flush=True)
             for n in range(args.cycles):
                 first = discover and n == 0
-                run = run_crawl(shop.port, paths, ledger, args.fresh and n == 0,
-                                budget=None if first else args.budget, redis_url=redis_url)
+                run = run_crawl(shop.port, paths, ledger, budget=args.budget,
+                                cycle_seconds=args.cycle_seconds, fresh=args.fresh and n == 0,
+                                redis_url=redis_url)
                 print(summary(run, paths) if first else cycle_line(run), flush=True)
                 if run.returncode != 0:
                     return 1
