@@ -22,6 +22,7 @@ class ShardFigures:
     seen: int
     hosts_queued: int
     ready_now: int
+    refused: int = 0  #: refused URLs noted for another try (:mod:`webcrawl.state.refused`)
     #: (requests queued, host, when its next turn comes) of the hosts with queued requests
     frontiers: list[tuple[int, str, float]] = field(default_factory=list)
     #: the seen-filter slice: URLs it is sized for per generation (0: not recorded), and the
@@ -46,10 +47,13 @@ def shard_figures(client: Any, layout: CrawlLayout, now: float) -> list[ShardFig
         pipe.hmget(shard.seen_meta, "count", "capacity", "generations")
         pipe.zrange(shard.ready_new, 0, -1, withscores=True)
         pipe.zrange(shard.ready_due, 0, -1, withscores=True)
-        queued, due, leased, pages, (seen, capacity, generations), new, ready_due = pipe.execute()
+        pipe.hlen(shard.refused)
+        (queued, due, leased, pages, (seen, capacity, generations), new, ready_due,
+         refused) = pipe.execute()
         figures = ShardFigures(shard.index, int(queued or 0), int(due), int(leased), int(pages),
                                int(seen or 0), len(new),
                                sum(1 for _, t in [*new, *ready_due] if t <= now),
+                               refused=int(refused),
                                seen_capacity=int(capacity or 0),
                                seen_generations=int(generations or 1))
         for host, at in new:
