@@ -23,7 +23,6 @@ SSRF = {"ssrf/refused": 3, "ssrf/refused/loopback": 3,
             "allowed_private_networks in the site file"]),
     ({"ssrf/refused": 1, "ssrf/refused/metadata": 1}, ["metadata addresses are never fetched"]),
     ({"scheduler/excluded": 5}, ["host excluded: 5 (", "scrapy exclude <domain> --remove"]),
-    ({"webcrawl/budget/refused": 120}, ["budget spent: 120 deferred"]),
     ({"robotstxt/request_count": 2, "robotstxt/exception_count/DownloadConnectionRefusedError": 2,
       "robotstxt/forbidden": 4,
       "downloader/exception_type_count/scrapy.exceptions.DownloadConnectionRefusedError": 2},
@@ -46,16 +45,27 @@ def test_summary_names_reasons_counts_and_fixes(stats: dict[str, int], expected:
 
 def test_robots_expiry_time_is_shown_when_recorded() -> None:
     until = time.mktime((2026, 1, 1, 14, 5, 0, 0, 0, -1))
-    found = reasons({"robotstxt/forbidden": 3, "robotstxt/forbidden/unreachable": 3,
-                     "robotstxt/unreachable/until": until})
+    found = reasons({"robotstxt/forbidden": 3, "webcrawl/refused/robots_unreachable": 3,
+                     "webcrawl/refused/robots_until": until, "webcrawl/refused/noted": 3})
     assert found == ["robots.txt unreachable (an earlier answer), so 3 requests refused "
-                     "(cached until 14:05; retried then)"]
+                     "(cached until 14:05; retried then)",
+                     "3 refused URLs noted: queued again when the crawl next meets them (a seed: "
+                     "at the next run), and fetched once the reason is gone"]
+
+
+def test_budget_spent_is_named_only_as_why_nothing_was_fetched() -> None:
+    # The budget refuses nothing (work waits for its tokens): a one-run cycle whose budget is
+    # spent closes with its work queued for the next cycle.
+    text = summary({"scheduler/enqueued": 4}, close_reason="cycle_budget_spent")
+    assert text is not None and text.startswith("Fetched no pages: budget spent: the cycle's budget")
+    assert "nothing was refused" in text and "budget.amount_per_cycle" in text
+    assert summary({"downloader/response_count": 5}, close_reason="cycle_budget_spent") is None
 
 
 @pytest.mark.parametrize("stats", [
     {},  # nothing to do: no request, nothing refused
     {"downloader/response_count": 40, "robotstxt/response_count": 1, "robotstxt/forbidden": 3},
-    {"downloader/response_count": 5, "webcrawl/budget/refused": 50},  # a budgeted cycle at work
+    {"downloader/response_count": 5, "scheduler/enqueued": 50},  # a budgeted cycle at work
 ])
 def test_no_note_when_nothing_needs_explaining(stats: dict[str, int]) -> None:
     assert summary(stats) is None

@@ -2,7 +2,8 @@
 clear part or all of it.
 
 Without options it prints the crawl's state shard by shard: queued and in-flight requests,
-scheduled revisits, known pages, hosts, the largest frontiers. ``--queue`` deletes the queue only
+scheduled revisits, known pages, seen URLs, refused URLs noted for another try
+(:mod:`webcrawl.state.refused`), hosts, the largest frontiers. ``--queue`` deletes the queue only
 (frontiers, ready hosts, leases); ``--clear`` deletes everything the crawl knows (the queue, the
 revisits, the seen filter, page records and their stored-body pointers, learned statistics, every
 cycle). Either first lists what it will
@@ -53,6 +54,7 @@ def _report(client: Any, layout: CrawlLayout, top: int) -> list[str]:
              _line("in flight (leased)", total("leased")),
              _line("known pages", total("pages")),
              _line("seen URLs", total("seen")),
+             _line("refused (to retry)", total("refused")),
              _line("hosts queued", f"{total('hosts_queued')}") + f" ({total('ready_now')} host "
              "turns ready now)"]
     if layout.shards > 1:
@@ -149,8 +151,8 @@ class Command(ScrapyCommand):
         for group in plan.groups:
             print("  " + group.line())
         if not everything:
-            print("  kept: the seen filter (URLs already met are not queued again), scheduled "
-                  "revisits, page records, cycles")
+            print("  kept: the seen filter (URLs already met are not queued again), refused URLs "
+                  "to retry, scheduled revisits, page records, cycles")
         if not yes and not _confirm("Delete them?"):
             print("nothing deleted")
             return False

@@ -11,16 +11,22 @@ Reasons and the stats they come from (each component documents its own keys):
 | reason | stats |
 | --- | --- |
 | SSRF guard refused | ``ssrf/refused/<reason>`` (webcrawl/middlewares/ssrf.py) |
-| robots.txt unreachable | ``robotstxt/exception_count/*``, ``robotstxt/response_status_count/5xx`` and ``429`` (fetches that failed this run); ``robotstxt/forbidden/unreachable`` and ``robotstxt/unreachable/until`` (refusals by an unreachable answer, and when the cached answer expires, epoch seconds) when the robots middleware records them |
+| robots.txt unreachable | ``robotstxt/exception_count/*``, ``robotstxt/response_status_count/5xx`` and ``429`` (fetches that failed this run); ``webcrawl/refused/robots_unreachable`` and ``webcrawl/refused/robots_until`` (requests refused by an unreachable answer, and when the stored answer expires, epoch seconds: webcrawl/spiders/_refusals.py) |
 | robots.txt disallowed | ``robotstxt/forbidden`` (less the unreachable ones, when known) |
 | host excluded | ``scheduler/excluded`` |
-| budget spent | ``webcrawl/budget/refused`` (deferred to the next cycle) |
+| budget spent | the close reason ``cycle_budget_spent`` (a one-run cycle whose budget is spent) |
 | download errors | ``downloader/exception_type_count/<type>``, refusals by middlewares left out |
 | already seen | ``dupefilter/filtered`` (only when nothing was fetched) |
 
-"Refused" counts the SSRF guard, robots.txt and excluded hosts: policies a user can change. A
-cycle that stops on its budget is working as planned, so deferrals are named but never make a
-crawl count as refused. A crawl with nothing to do (no request, nothing refused) logs nothing.
+"Refused" counts the SSRF guard, robots.txt and excluded hosts: policies a user can change. The
+budget never refuses a request: work waits for the budget's tokens, and a one-run cycle whose
+budget is spent ends with its work still queued for the next cycle. So "budget spent" is named
+only when it is why nothing was fetched, and never makes a crawl count as refused. A crawl with
+nothing to do (no request, nothing refused) logs nothing.
+
+A refused URL is not lost: the spiders note it (``webcrawl/refused/noted``), and the crawl queues
+it again when it meets it again (a seed: at the next run), so it is fetched once the reason is
+gone; the warning says so. An excluded host's URLs are never marked seen.
 
 The crawl's exit status is not changed: a crawl that ran exits 0 even when it fetched nothing.
 The extension sets the stat ``webcrawl/closing/warned`` (1) when it warned, so scripts and
@@ -59,7 +65,8 @@ _SSRF_FIX = {
     "invalid": "the host is not a valid address",
 }
 # Exceptions that middlewares raise to refuse a request; counted under their own reasons.
-_REFUSALS = ("IgnoreRequest", "BudgetExhausted")
+_REFUSALS = ("IgnoreRequest",)
+BUDGET_SPENT = "cycle_budget_spent"  #: the close reason of a one-run cycle whose budget is spent
 
 
 def _n(count: int, word: str) -> str:
@@ -102,8 +109,8 @@ def _robots_failures(stats: Stats) -> dict[str, int]:
 def _robots_reasons(stats: Stats, error_cache_seconds: float) -> list[str]:
     failed = sum(_robots_failures(stats).values())
     forbidden = _count(stats, "robotstxt/forbidden")
-    unreachable = _count(stats, "robotstxt/forbidden/unreachable")  # when recorded
-    until = stats.get("robotstxt/unreachable/until")
+    unreachable = _count(stats, "webcrawl/refused/robots_unreachable")  # when recorded
+    until = stats.get("webcrawl/refused/robots_until")
     if isinstance(until, (int, float)) and until > 0:
         retry = f"cached until {time.strftime('%H:%M', time.localtime(until))}; retried then"
     else:
@@ -111,7 +118,7 @@ def _robots_reasons(stats: Stats, error_cache_seconds: float) -> list[str]:
                  "WEBCRAWL_ROBOTS_ERROR_CACHE_SECONDS; retried then")
     hosts = f"for {_n(failed, 'host')}" if failed else "(an earlier answer)"
     out = []
-    if "robotstxt/forbidden/unreachable" in stats or unreachable:
+    if "webcrawl/refused/robots_unreachable" in stats or unreachable:
         if unreachable or failed:
             out.append(f"robots.txt unreachable {hosts}, so {_n(unreachable, 'request')} "
                        f"refused ({retry})")
@@ -126,9 +133,10 @@ def _robots_reasons(stats: Stats, error_cache_seconds: float) -> list[str]:
     return out
 
 
-def reasons(stats: Stats, *, error_cache_seconds: float = 300.0) -> list[str]:
+def reasons(stats: Stats, *, error_cache_seconds: float = 300.0,
+            close_reason: str | None = None) -> list[str]:
     """Each reason the crawl's requests went unfetched, with its count and fix, most important
-    first; empty when nothing was held back."""
+    first; empty when nothing was held back. ``close_reason``: why the spider closed."""
     out: list[str] = []
     ssrf = _by_suffix(stats, "ssrf/refused/")
     if ssrf:
@@ -140,10 +148,11 @@ def reasons(stats: Stats, *, error_cache_seconds: float = 300.0) -> list[str]:
     if excluded:
         out.append(f"host excluded: {excluded} (scrapy exclude --list shows the list; "
                    "scrapy exclude <domain> --remove takes one off)")
-    deferred = _count(stats, "webcrawl/budget/refused")
-    if deferred:
-        out.append(f"budget spent: {deferred} deferred (fetched in the next cycle; the site "
-                   "file's budget sets how much a cycle may spend)")
+    if close_reason == BUDGET_SPENT and pages_fetched(stats) == 0:
+        out.append("budget spent: the cycle's budget was used up (by every process of the "
+                   "cycle) before this run fetched a page; nothing was refused: what is queued "
+                   "waits for the next cycle (budget.amount_per_cycle in the site file, or "
+                   "WEBCRAWL_BUDGET_PER_CYCLE, sets what a cycle may spend)")
     robots_failures = _robots_failures(stats)
     errors = {}
     for name, n in _by_suffix(stats, "downloader/exception_type_count/").items():
@@ -154,6 +163,11 @@ def reasons(stats: Stats, *, error_cache_seconds: float = 300.0) -> list[str]:
     if errors:
         detail = ", ".join(f"{name} {n}" for name, n in sorted(errors.items(), key=lambda i: -i[1]))
         out.append(f"download errors: {sum(errors.values())} ({detail}; is the site up?)")
+    noted = _count(stats, "webcrawl/refused/noted")
+    if noted and out:
+        out.append(f"{_n(noted, 'refused URL')} noted: queued again when the crawl next meets "
+                   f"{'it' if noted == 1 else 'them'} (a seed: at the next run), and fetched once "
+                   "the reason is gone")
     if pages_fetched(stats) == 0:
         seen = _count(stats, "dupefilter/filtered")
         if seen:
@@ -162,12 +176,13 @@ def reasons(stats: Stats, *, error_cache_seconds: float = 300.0) -> list[str]:
     return out
 
 
-def summary(stats: Stats, *, error_cache_seconds: float = 300.0) -> str | None:
+def summary(stats: Stats, *, error_cache_seconds: float = 300.0,
+            close_reason: str | None = None) -> str | None:
     """The WARNING's text, or ``None`` when the crawl needs no explanation."""
     fetched, held = pages_fetched(stats), refused(stats)
     if fetched > 0 and held <= fetched:
         return None
-    found = reasons(stats, error_cache_seconds=error_cache_seconds)
+    found = reasons(stats, error_cache_seconds=error_cache_seconds, close_reason=close_reason)
     if not found:
         return None
     head = ("Fetched no pages" if fetched == 0
@@ -193,7 +208,8 @@ class ClosingNote:
         return note
 
     def spider_closed(self, spider: Spider, reason: str) -> None:
-        text = summary(self.stats.get_stats(), error_cache_seconds=self.error_cache_seconds)
+        text = summary(self.stats.get_stats(), error_cache_seconds=self.error_cache_seconds,
+                       close_reason=reason)
         if text is not None:
             self.stats.set_value("webcrawl/closing/warned", 1)
             logger.warning("%s", text)

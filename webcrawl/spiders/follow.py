@@ -1,7 +1,9 @@
 """``follow``: a plain spider that follows every link within its seeds' hosts.
 
 For smoke tests, the scheduler tests and the scheduler benchmark, where the same spider must run
-under every scheduler; sites are crawled with their site files (``scrapy crawl <site>``).
+under every scheduler; sites are crawled with their site files (``scrapy crawl <site>``). A
+request the SSRF guard or robots.txt refused is noted for another try, as a site spider's is
+(:mod:`webcrawl.spiders._refusals`).
 
     scrapy crawl follow -a seeds=http://127.0.0.2:8000/,http://127.0.0.3:8000/
 """
@@ -14,6 +16,9 @@ from urllib.parse import urlsplit
 
 import scrapy
 from scrapy.http import Response
+from twisted.python.failure import Failure
+
+from webcrawl.spiders._refusals import Refusals
 
 
 class FollowSpider(scrapy.Spider):
@@ -25,13 +30,23 @@ class FollowSpider(scrapy.Spider):
         if not self.seeds:
             raise ValueError("the follow spider needs -a seeds=URL[,URL...]")
         self.allowed_domains = sorted({urlsplit(s).hostname or "" for s in self.seeds})
+        self._refusals: Refusals | None = None
 
     async def start(self) -> AsyncIterator[scrapy.Request]:
         for url in self.seeds:
-            yield scrapy.Request(url)
+            yield scrapy.Request(url, errback=self.request_failed)
 
     def parse(self, response: Response, **kwargs: Any) -> Iterator[scrapy.Request]:
         if not hasattr(response, "css"):
             return
         for href in response.css("a::attr(href)").getall():
-            yield response.follow(href)
+            yield response.follow(href, errback=self.request_failed)
+
+    def request_failed(self, failure: Failure) -> Failure:
+        """Errback: a refusal is noted for another try; the failure goes on unchanged."""
+        crawler = getattr(self, "crawler", None)
+        if crawler is None:
+            return failure
+        if self._refusals is None:
+            self._refusals = Refusals(crawler)
+        return self._refusals.failed(failure)

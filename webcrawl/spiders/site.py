@@ -25,6 +25,9 @@ Contract (docs/spider.md):
 - Every request carries ``meta["webcrawl_purpose"]`` (``discovery`` for seeds, links and sitemap
   entries; ``sitemap`` for sitemap files) and ``meta["webcrawl_page_type"]`` (the page type its
   URL matches, or ``None``). URLs are the parser's canonical form.
+- Seeds, links, sitemap entries and first sitemap readings carry the errback
+  :meth:`SiteSpider.request_failed`: a request the SSRF guard or robots.txt refused is noted in
+  the crawl state, so its URL is queued again when met again (:mod:`webcrawl.spiders._refusals`).
 - Links this process already requested are dropped before a ``Request`` is built (a bounded set,
   ``WEBCRAWL_SEEN_CACHE_SIZE``): on link-heavy sites most links are navigation repeats, and the
   scheduler's shared seen filter would drop them anyway at a much higher cost per link.
@@ -44,6 +47,7 @@ from webcrawl import meta as M
 from webcrawl.items import ListingItem, PageItem
 from webcrawl.parse import PageParser, ParseResult, rules_for_site
 from webcrawl.sites import SiteConfig
+from webcrawl.spiders._refusals import Refusals
 from webcrawl.spiders._sitemap import SitemapError, read_sitemap
 
 if TYPE_CHECKING:
@@ -51,6 +55,7 @@ if TYPE_CHECKING:
 
     from scrapy.crawler import Crawler
     from scrapy.http import Response
+    from twisted.python.failure import Failure
 
 logger = logging.getLogger(__name__)
 
@@ -101,6 +106,7 @@ class SiteSpider(scrapy.Spider):
         self._keys: dict[tuple[str, str | None], str] = {}
         #: where sitemap readings and dates go (set by from_crawler when the crawl has a state)
         self._signals: Any = None
+        self._refusals: Refusals | None = None
 
     @classmethod
     def from_crawler(cls, crawler: Crawler, *args: Any, **kwargs: Any) -> Self:
@@ -149,14 +155,25 @@ class SiteSpider(scrapy.Spider):
         if reread:
             meta[M.NEWLY_LISTED] = True  # listed by a page read before: likely a new page
         self._inc(SPIDER + "requests/discovery")
-        return scrapy.Request(url, callback=self.parse, meta=meta)
+        return scrapy.Request(url, callback=self.parse, errback=self.request_failed, meta=meta)
+
+    def request_failed(self, failure: Failure) -> Failure:
+        """Errback of the seeds, links and sitemaps: a refusal is noted for another try; every
+        failure goes on as without an errback (Scrapy logs download errors as usual)."""
+        crawler = getattr(self, "crawler", None)
+        if crawler is None:
+            return failure
+        if self._refusals is None:
+            self._refusals = Refusals(crawler)
+        return self._refusals.failed(failure)
 
     def _sitemap_request(self, url: str, level: int, *, known: bool = False,
                          meta: dict[str, Any] | None = None) -> scrapy.Request:
         self._inc(SPIDER + "requests/sitemap")
         # Through the seen filter unless it is a scheduled reading of a known sitemap; never
         # conditional (its reading is judged on its entries, not on validators).
-        return scrapy.Request(url, callback=self.parse_sitemap, dont_filter=known, priority=10, meta={
+        return scrapy.Request(url, callback=self.parse_sitemap, errback=self.request_failed,
+                              dont_filter=known, priority=10, meta={
             **(meta or {}), META_PURPOSE: "sitemap", META_PAGE_TYPE: None,
             META_SITEMAP_LEVEL: level, "webcrawl_conditional": False, "depth_reset": True,
         })

@@ -2,7 +2,8 @@
 
 ``scrapy crawlstate <crawl> --queue`` clears the *queue*: every shard's frontier (queued requests)
 and their counters, the ready queues of hosts and the leases of in-flight requests. Revisits stay
-scheduled, and so do the seen filter, the page records, the learned statistics and the cycles:
+scheduled, and so do the seen filter (with its notes of refused URLs to retry), the page records,
+the learned statistics and the cycles:
 the crawl goes on knowing what it knows; URLs it has already met are not queued again.
 
 ``scrapy crawlstate <crawl> --clear`` deletes *everything*: the crawl's own slot (cycles, ledger,
@@ -120,6 +121,8 @@ def everything(client: Any, layout: CrawlLayout) -> Plan:
               Group("stored-body index", _sum(client, layout, "hlen", "bodies"),
                     "pointers to stored bodies (the bodies on disk stay)"),
               Group("seen filter", _seen(client, layout), "URLs met so far"),
+              Group("refused", _sum(client, layout, "hlen", "refused"),
+                    "refused URLs noted for another try"),
               Group("cycles", int(client.zcard(layout.key("cycles"))),
                     "cycles (ledgers and figures: the report's history)")]
     return Plan(groups, keys)

@@ -28,6 +28,7 @@ Shard keys (``webcrawl:{<crawl>:<k>}:`` + name):
 | ``leases`` / ``leased`` | zset / hash | lease id -> expiry; lease id -> owner, class, host, member |
 | ``queued`` / ``seq`` | string | frontier size; sequence keeping equal priorities in order |
 | ``seen`` / ``seen:meta`` | string / hash | the shard's slice of the seen-URL bloom filter; its size and fill |
+| ``refused`` | hash | URLs the crawl refused (SSRF guard, robots.txt): their seen-filter offsets -> reason, URL, time; let in again when met again (:mod:`webcrawl.state.refused`) |
 | ``excluded`` / ``excluded:version`` | set / string | mirror of the global exclusion list |
 | ``pages`` / ``validators`` | hash | url -> packed page record (:mod:`webcrawl.state.records`); url -> ETag and Last-Modified |
 | ``listing`` | hash | listed item url -> summary hash, time it changed, time listed |
@@ -109,6 +110,7 @@ _NAMES = {
     "excluded": "excluded", "excluded_version": "excluded:version", "pages": "pages",
     "validators": "validators", "listing": "listing", "trust_validators": "trust:validators",
     "trust_sitemaps": "trust:sitemaps", "dirty": "dirty", "bodies": "bodies",
+    "refused": "refused",
 }
 
 

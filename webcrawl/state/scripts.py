@@ -50,7 +50,7 @@ KEYS: dict[str, tuple[str, ...]] = {
     "pop": ("ready_new", "ready_due", "frontier", "due", "next", "delay", "leases", "leased",
             "excluded", "queued", "pages", "validators", "op"),
     "push": ("frontier", "ready_new", "ready_due", "due", "next", "seen", "seen_meta", "excluded",
-             "queued", "seq", "op"),
+             "queued", "seq", "refused", "op"),
     "lease": ("leases", "leased"),
     "reclaim": ("leases", "leased", "frontier", "due", "ready_new", "ready_due", "next", "queued",
                 "pages"),

@@ -1,17 +1,23 @@
 -- Push a batch of requests into their hosts' frontiers, atomically. A request with filter "1" is
 -- first tested against the shard's slice of the seen-URL filter (k bit offsets): seen ones are
 -- dropped, new ones mark their bits. A host's frontier past `cap` entries evicts its worst one.
--- Requests to excluded hosts are refused.
--- KEYS: frontier, ready_new, ready_due, due, next, seen, seen_meta, excluded, queued, seq, op
+-- Requests to excluded hosts are refused (and not marked seen).
+-- A seen URL that the crawl refused to fetch (the SSRF guard, robots.txt: its offsets are a field
+-- of `refused`, webcrawl/state/refused.py) is let in again, once: it is fetched when the reason
+-- is gone, or refused and noted again.
+-- KEYS: frontier, ready_new, ready_due, due, next, seen, seen_meta, excluded, queued, seq,
+--       refused, op
 -- ARGV: cap, k, n, op ttl, then n entries: host, priority key, payload, filter, [k offsets]
 -- Returns {queued, seen count, status 1..n}: 0 seen, 1 pushed, 2 pushed and evicted another,
---          3 excluded host
+--          3 excluded host, 4 pushed again (it had been refused)
 local K = {frontier = KEYS[1], ready_new = KEYS[2], ready_due = KEYS[3], due = KEYS[4],
            next = KEYS[5]}
-local cached = op_cached(KEYS[11])
+local cached = op_cached(KEYS[12])
 if cached then return cached end
 local cap, k, n = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
-local seen, excluded = KEYS[6], KEYS[8]
+local seen, excluded, refused = KEYS[6], KEYS[8], KEYS[11]
+-- Most pushes meet no refused URL at all: one look instead of one per seen URL.
+local any_refused = redis.call('EXISTS', refused) == 1
 -- Seen-filter generations (webcrawl/state/seen.py): a URL is seen when its bits are set in any
 -- generation and is marked in the newest; once that one has taken `capacity` URLs, another of
 -- the same size starts `stride` bits further on in the same string.
@@ -50,6 +56,11 @@ for e = 1, n do
     end
     if all_set then
       status = 0
+      if any_refused then
+        local offsets = {}
+        for j = 0, k - 1 do offsets[j + 1] = ARGV[i + j] end
+        if redis.call('HDEL', refused, table.concat(offsets, ',')) == 1 then status = 4 end
+      end
     else
       for j = 0, k - 1 do redis.call('SETBIT', seen, (gens - 1) * stride + ARGV[i + j], 1) end
       new_urls = new_urls + 1
@@ -57,7 +68,7 @@ for e = 1, n do
     end
   end
   if filter == '1' then i = i + k end
-  if status == 1 then
+  if status == 1 or status == 4 then
     seq = seq + 1
     redis.call('ZADD', K.frontier, 0, host .. '\0' .. pkey .. '\0' .. string.format('%012d', seq)
                .. '|' .. payload)
@@ -80,4 +91,4 @@ local queued = redis.call('INCRBY', KEYS[9], pushed - evicted)
 local count = redis.call('HINCRBY', KEYS[7], 'count', new_urls)
 local result = {queued, count}
 for e = 1, n do result[e + 2] = statuses[e] end
-return op_store(KEYS[11], tonumber(ARGV[4]), result)
+return op_store(KEYS[12], tonumber(ARGV[4]), result)
