@@ -28,6 +28,9 @@ Contract (docs/spider.md):
 - Seeds, links, sitemap entries and first sitemap readings carry the errback
   :meth:`SiteSpider.request_failed`: a request the SSRF guard or robots.txt refused is noted in
   the crawl state, so its URL is queued again when met again (:mod:`webcrawl.spiders._refusals`).
+- URLs pushed to the crawl's Redis under ``<site>:start_urls`` (scrapy-redis's convention, plain
+  or JSON with ``url`` and ``meta``) are crawled like seeds, even if met before
+  (:meth:`SiteSpider.feed_request`, :mod:`webcrawl.spiders._feed`).
 - Links this process already requested are dropped before a ``Request`` is built (a bounded set,
   ``WEBCRAWL_SEEN_CACHE_SIZE``): on link-heavy sites most links are navigation repeats, and the
   scheduler's shared seen filter would drop them anyway at a much higher cost per link.
@@ -47,6 +50,7 @@ from webcrawl import meta as M
 from webcrawl.items import ListingItem, PageItem
 from webcrawl.parse import PageParser, ParseResult, rules_for_site
 from webcrawl.sites import SiteConfig
+from webcrawl.spiders._feed import Feed
 from webcrawl.spiders._refusals import Refusals
 from webcrawl.spiders._sitemap import SitemapError, read_sitemap
 
@@ -56,6 +60,8 @@ if TYPE_CHECKING:
     from scrapy.crawler import Crawler
     from scrapy.http import Response
     from twisted.python.failure import Failure
+
+    from webcrawl.state.feed import FeedEntry
 
 logger = logging.getLogger(__name__)
 
@@ -107,6 +113,7 @@ class SiteSpider(scrapy.Spider):
         #: where sitemap readings and dates go (set by from_crawler when the crawl has a state)
         self._signals: Any = None
         self._refusals: Refusals | None = None
+        self._feed: Feed | None = None
 
     @classmethod
     def from_crawler(cls, crawler: Crawler, *args: Any, **kwargs: Any) -> Self:
@@ -119,6 +126,9 @@ class SiteSpider(scrapy.Spider):
             from webcrawl.spiders._signals import SitemapSignals
 
             spider._signals = SitemapSignals(crawler, spider.site)
+        if (spider.site is not None and settings.getbool("WEBCRAWL_FEED_ENABLED", True)
+                and settings.get("SCHEDULER", "").endswith("ReadyQueueScheduler")):
+            spider._feed = Feed(crawler, spider, spider.feed_request)
         return spider
 
     # -- start --------------------------------------------------------------------------------------
@@ -166,6 +176,22 @@ class SiteSpider(scrapy.Spider):
         if self._refusals is None:
             self._refusals = Refusals(crawler)
         return self._refusals.failed(failure)
+
+    def feed_request(self, entry: FeedEntry) -> scrapy.Request:
+        """The request of a URL pushed to the crawl (scrapy-redis style): a seed that is crawled
+        even if the crawl met it before; ``entry.meta`` rides along (already made safe)."""
+        assert self.parser is not None
+        url = self.parser.canonicalizer.canonical(entry.url) or entry.url
+        page_type = self.parser.rules.page_type(url)
+        meta = {**entry.meta, META_PURPOSE: "discovery",
+                META_PAGE_TYPE: page_type.name if page_type is not None else None}
+        self._inc(SPIDER + "requests/feed")
+        if entry.method != "GET" or entry.formdata:
+            return scrapy.FormRequest(url, method=entry.method, formdata=entry.formdata or None,
+                                      callback=self.parse, errback=self.request_failed,
+                                      dont_filter=True, meta=meta)
+        return scrapy.Request(url, callback=self.parse, errback=self.request_failed,
+                              dont_filter=True, meta=meta)
 
     def _sitemap_request(self, url: str, level: int, *, known: bool = False,
                          meta: dict[str, Any] | None = None) -> scrapy.Request:
