@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
 import time
@@ -56,6 +57,25 @@ def test_help_speaks_of_the_product() -> None:
     assert "cycles/N/" in text and "--fresh" in text
     for leak in ("issue", ":func:", ":class:", ":mod:", "``", "so later"):
         assert leak not in text, f"{leak!r} in --help:\n{text}"
+
+
+def test_a_busy_port_is_one_line_with_the_way_out(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    env = dict(os.environ, WEBCRAWL_DATA_DIR=str(data),
+               PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env.pop("WEBCRAWL_REDIS_URL", None)
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.2", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        done = subprocess.run([sys.executable, "-m", "webcrawl.demo", "--port", str(port),
+                               "--cycles", "1"], cwd=tmp_path, env=env, capture_output=True,
+                              text=True, timeout=120)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr, done.stderr
+    assert f"the demo shop did not start on port {port}" in done.stderr
+    assert "Address already in use" in done.stderr and "--port 0 picks a free port" in done.stderr
+    assert not EmbeddedRedis(data)._alive(), "the demo left its redis-server running"
 
 
 def allowed(budget: float, cycle_seconds: float) -> float:
