@@ -20,7 +20,10 @@ holds is intact and the crawl resumes from it.
 
 from __future__ import annotations
 
+import atexit
+import gc
 import logging
+import math
 import os
 import time
 import weakref
@@ -46,6 +49,7 @@ from webcrawl.state.layout import CrawlLayout
 from webcrawl.state.ledger import LedgerStore
 from webcrawl.state.pagestore import PageStore
 from webcrawl.state.queue import CrawlQueue
+from webcrawl.state.riders import Build, RidingClient
 from webcrawl.state.robots import RobotsStore
 from webcrawl.state.scripts import ScriptSet
 from webcrawl.state.seen import BloomParams
@@ -63,6 +67,10 @@ __all__ = ["CrawlRuntime"]
 logger = logging.getLogger(__name__)
 
 _runtimes: weakref.WeakKeyDictionary[Crawler, CrawlRuntime] = weakref.WeakKeyDictionary()
+# At exit, the interpreter's last garbage collections walk every object a crawl left (its
+# modules, caches, parsed pages): a few hundred ms of a short crawl's wall time for nothing.
+# Frozen objects are skipped by them; reference counting still releases what it releases.
+atexit.register(gc.freeze)
 #: Errors that a restart or a failover of the server explains: waited out for a while.
 _TRANSIENT = TRANSIENT
 
@@ -109,11 +117,17 @@ class CrawlRuntime:
             RobotsStore(client, lambda origin: self.layout.shard(_origin_host(origin)).robots(origin)),
             lru_size=settings.getint("WEBCRAWL_ROBOTS_LRU_SIZE", 1024),
             lru_seconds=settings.getfloat("WEBCRAWL_ROBOTS_LRU_SECONDS", 300.0), clock=self.clock)
+        # The batch's pipelines also carry the pops and looks that must see its writes.
+        self.riding = RidingClient(client)
+        self.flush_seconds = flush_seconds(settings, self.config.domain_delay)
         self.batch = WriteBatch(
-            client, self.scripts, self.layout, self.queue,
+            self.riding, self.scripts, self.layout, self.queue,
             LandSettings(self.config.domain_delay, self.sitemap_trust.min_agreements,
                          self.sitemap_trust.max_disagreement_rate, self.sitemap_trust.memory),
-            bloom_slices=self.bloom.num_slices, schedule=lambda f: call_later(0, self._flush))
+            bloom_slices=self.bloom.num_slices,
+            schedule=lambda f: self._flush_soon())
+        self._flush_call: Any = None
+        self._flushed_at = -math.inf
         self.canonicalizer = Canonicalizer()
         self.billing = self._billing()
         self.owner = f"{os.getpid():x}{os.urandom(4).hex()}"
@@ -123,6 +137,7 @@ class CrawlRuntime:
         self._closed = False
         self._outage_since: float | None = None
         self.outage_seconds = settings.getfloat("WEBCRAWL_REDIS_OUTAGE_SECONDS", 30.0)
+        crawler.signals.connect(self._publish_round_trips, signal=signals.spider_closed, weak=False)
         crawler.signals.connect(self.close, signal=signals.engine_stopped, weak=False)
 
     def _shards(self, client: Any) -> int:
@@ -131,9 +146,11 @@ class CrawlRuntime:
 
         wanted = self.config.shards_for(self.cluster)
         meta = CrawlLayout(self.config.crawl_name).meta
-        client.hsetnx(meta, "shards", wanted)
-        client.hsetnx(meta, "layout", LAYOUT_VERSION)
-        stored = int(client.hget(meta, "shards") or wanted)
+        pipe = client.pipeline(transaction=False)  # one round trip
+        pipe.hsetnx(meta, "shards", wanted)
+        pipe.hsetnx(meta, "layout", LAYOUT_VERSION)
+        pipe.hget(meta, "shards")
+        stored = int(pipe.execute()[2] or wanted)
         if self.config.shards is not None and stored != wanted:
             raise ValueError(
                 f"WEBCRAWL_SHARDS={wanted} but crawl {self.config.crawl_name!r} was started with "
@@ -196,7 +213,11 @@ class CrawlRuntime:
     def published(self) -> dict[str, float]:
         """What the allocator last published (``alloc``: typical cost, known pages, backlog, mean
         cost per page type as ``cost:<type>``)."""
-        raw = self.client.hgetall(self.layout.alloc)
+        return self.parse_published(self.client.hgetall(self.layout.alloc))
+
+    @staticmethod
+    def parse_published(raw: dict[Any, Any]) -> dict[str, float]:
+        """:meth:`published` from the raw ``alloc`` hash."""
         out: dict[str, float] = {}
         for k, v in raw.items():
             try:
@@ -212,9 +233,22 @@ class CrawlRuntime:
 
     # -- writes and failure ----------------------------------------------------------------------
 
+    def _flush_soon(self) -> None:
+        # At the next turn when the last flush is a while ago (a quiet crawl waits for nothing),
+        # else once flush_seconds after it: a busy crawl sends a batch at most that often. One
+        # timer at a time: a flush carried by a pop in between leaves it pending.
+        if self._flush_call is None:
+            wait = self._flushed_at + self.flush_seconds - time.monotonic()
+            self._flush_call = call_later(max(wait, 0.0), self._timed_flush)
+
+    def _timed_flush(self) -> None:
+        self._flush_call = None
+        self._flush()
+
     def _flush(self) -> None:
         if self.failed:
             return
+        self._flushed_at = time.monotonic()
         try:
             sent = self.batch.flush()
         except StateError as exc:
@@ -226,6 +260,16 @@ class CrawlRuntime:
     def flush(self) -> None:
         """Send the batch now (before a read that must see it)."""
         self._flush()
+
+    def carry(self, *builds: Build) -> list[list[Any]]:
+        """Send the batch now with the commands each of ``builds`` queues on a pipeline, in one
+        round trip (:mod:`webcrawl.state.riders`); returns each one's replies. Raises
+        :data:`StateError` (the batch keeps its calls for the next flush; the caller decides
+        whether to ask again and calls :meth:`fail`)."""
+        self._flushed_at = time.monotonic()
+        replies = self.riding.carry(list(builds), self.batch.flush)
+        self.answered()
+        return replies
 
     @property
     def in_outage(self) -> bool:
@@ -265,6 +309,10 @@ class CrawlRuntime:
 
             deferred_from_coro(engine.close_spider_async(reason="redis_unavailable"))
 
+    def _publish_round_trips(self) -> None:
+        # Before the stats are dumped (they are at spider close); again at close, with the last.
+        self.stats.set_value("webcrawl/redis/round_trips", self.round_trips.count)
+
     def close(self) -> None:
         """Last receiver of ``engine_stopped``: flush, publish figures, let go of the server."""
         if self._closed:
@@ -279,6 +327,25 @@ class CrawlRuntime:
             self.client.close()
         except StateError:
             pass
+
+
+#: Longest a write waits for the batch's next flush. Pops and looks carry the batch sooner (they
+#: must see it); this bounds how late other processes see this one's writes, and how long a
+#: pipeline awaiting a verdict waits. Kept well under a host's delay: a finished fetch moves its
+#: host's turn, which other processes must see before that turn comes.
+FLUSH_SECONDS = 0.05
+
+
+def flush_seconds(settings: Any, delay: float) -> float:
+    """``WEBCRAWL_FLUSH_SECONDS`` (default :data:`FLUSH_SECONDS`), at most a tenth of the delay."""
+    raw = settings.get("WEBCRAWL_FLUSH_SECONDS", FLUSH_SECONDS)
+    try:
+        value = float(raw)
+    except (TypeError, ValueError):
+        value = float("nan")
+    if not 0 <= value <= 1:
+        raise ValueError(f"WEBCRAWL_FLUSH_SECONDS={raw!r}: expected seconds between 0 and 1")
+    return min(value, delay / 10) if delay > 0 else value
 
 
 def _origin_host(origin: str) -> str:

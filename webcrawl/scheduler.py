@@ -50,7 +50,7 @@ from webcrawl.requestcodec import UnserializableRequest, decode, encode
 from webcrawl.runtime import CrawlRuntime
 from webcrawl.state import records
 from webcrawl.state.pagestore import release_op
-from webcrawl.state.queue import EVICTED, EXCLUDED, FILTERED, Entry, PoppedItem
+from webcrawl.state.queue import EVICTED, EXCLUDED, FILTERED, Entry, Look, PoppedItem
 from webcrawl.state.scripts import new_op_id
 
 if TYPE_CHECKING:
@@ -62,7 +62,11 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 TICK_SECONDS = 0.25
-POP_BATCH = 4
+#: Most items one pop takes (one per host turn; a host with no delay may give several).
+POP_BATCH = 16
+#: Longest the scheduler goes without looking at the whole crawl's queues (other processes'
+#: work, revisits made due); its own pops and pushes keep its view current in between.
+LOOK_SECONDS = 1.0
 
 
 class EngineInternalsMissing(RuntimeError):
@@ -118,6 +122,10 @@ class ReadyQueueScheduler(BaseScheduler):
         self._early_after = -math.inf  # no early revisits looked for before this (server time)
         self._max_delay = runtime.config.domain_delay
         self._lost_pop: tuple[int, str, int, str] | None = None
+        self._refill_after = -math.inf
+        self._look: Look | None = None
+        self._unsent_pushes: set[int] = set()  # shards with pushes still in the batch
+        self._sharded = runtime.layout.shards > 1
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
@@ -144,17 +152,17 @@ class ReadyQueueScheduler(BaseScheduler):
             logger.info("WEBCRAWL_RESET: cleared crawl %r (%d keys)", runtime.layout.crawl, deleted)
         try:
             self.queue.check_seen_filter(runtime.bloom)
-            self._sync_exclusions()
             reclaimed = sum(self.queue.reclaim_expired(i) for i in range(runtime.layout.shards))
             if reclaimed:
                 self.stats.inc_value("scheduler/leases/reclaimed", reclaimed)
                 logger.info("Put back %d requests whose leases had expired", reclaimed)
-            self._refresh()
             self.spend.open()
+            self._refresh()
         except StateError as exc:
             runtime.fail(exc)
             return
-        queued, due, leased = self.queue.counts()
+        assert self._look is not None
+        queued, due, leased = self._look.counts
         if queued or due or leased:
             logger.info("Resuming crawl %r: %d requests queued, %d revisits scheduled, %d in flight "
                         "elsewhere", runtime.layout.crawl, queued, due, leased)
@@ -195,20 +203,20 @@ class ReadyQueueScheduler(BaseScheduler):
     # -- Scrapy's scheduler interface ------------------------------------------------------------
 
     def has_pending_requests(self) -> bool:
-        if self._buffer or len(self.runtime.batch):
+        if self._buffer:
             return True
         if sum(self._queued) > 0 or self._due_now or self._leased_elsewhere > 0:
             return True
         if len(self._inflight) > len(self._done_leases()):
             return True
         # "Nothing" ends the crawl: say it only from a look taken now (another process, or the
-        # allocator making revisits due, may have added or leased work since the last tick).
-        # Only a process with no work of its own pays this round trip.
+        # allocator making revisits due, may have added or leased work since the last look; the
+        # look carries this process's own writes first). Only a process with no work of its
+        # own pays this round trip.
         if self.runtime.failed:
             return False
         try:
             self._collect_done()
-            self.runtime.flush()
             self._refresh()
         except StateError as exc:
             self.runtime.fail(exc)
@@ -238,7 +246,10 @@ class ReadyQueueScheduler(BaseScheduler):
         except UnserializableRequest as exc:
             self._unserializable(request, exc)
             return False
-        self.runtime.batch.push(Entry(host, request.priority, payload, offsets), self._push_status)
+        runtime = self.runtime
+        runtime.batch.push(Entry(host, request.priority, payload, offsets), self._push_status)
+        # Until the batch goes, that shard may have new work: a pop there carries the push.
+        self._unsent_pushes.add(runtime.layout.shard_index(host) if self._sharded else 0)
         return True
 
     def fetch_finished(self, request: Request) -> None:
@@ -254,48 +265,8 @@ class ReadyQueueScheduler(BaseScheduler):
         runtime = self.runtime
         if runtime.failed:
             return None
-        if not self._buffer:
-            if len(runtime.batch):
-                runtime.flush()  # new work and finished fetches first: a pop must see them
-                if runtime.failed:
-                    return None
-            now = runtime.clock.time()
-            shard = min(range(len(self._earliest)), key=self._earliest.__getitem__)
-            # Early revisits while money sits idle, at most one fruitless look per tick.
-            ahead = self.spend.ahead() if now >= self._early_after else 0.0
-            if self._earliest[shard] > now + ahead:
-                self._wake_engine_at(self._earliest[shard] - ahead)
-                return None
-            budget = self.spend.poppable()
-            if budget <= 0 or runtime.in_outage:
-                self._wake_engine_at(now + TICK_SECONDS)
-                return None
-            if self._lost_pop is None:
-                self._lost_pop = (shard, new_op_id(), min(POP_BATCH, budget), self.spend.order())
-            shard, op_id, count, order = self._lost_pop
-            try:
-                popped = self.queue.pop(shard, runtime.owner, self._lease_counter, count, order,
-                                        op_id=op_id, ahead=ahead)
-            except StateError as exc:
-                runtime.fail(exc)  # the same pop goes again: if it was done, its items come back
-                self._wake_engine_at(now + TICK_SECONDS)
-                return None
-            self._lost_pop = None
-            runtime.answered()
-            self._lease_counter += len(popped.items)
-            self._queued[shard] = popped.queued
-            earliest = popped.earliest
-            self._earliest[shard] = earliest if earliest is not None else math.inf
-            if popped.dropped:
-                self.stats.inc_value("scheduler/excluded", popped.dropped)
-            self._buffer.extend(popped.items)
-            for item in popped.items:
-                self._max_delay = max(self._max_delay, item.delay)
-            if not popped.items:
-                if ahead:
-                    self._early_after = now + TICK_SECONDS
-                self._wake_engine_at(min(self._earliest))
-                return None
+        if not self._buffer and not self._pop():
+            return None
         item = self._buffer.popleft()
         request = self._request_for(item)
         if request is None:
@@ -307,6 +278,88 @@ class ReadyQueueScheduler(BaseScheduler):
         self.stats.inc_value("scheduler/dequeued")
         self.stats.inc_value(f"scheduler/dequeued/{'revisit' if item.kind == 'd' else 'queued'}")
         return request
+
+    def _pop(self) -> bool:
+        """Fill the buffer from the shard whose first host's turn comes first: one round trip,
+        carrying the turn's writes (finished fetches, pushes, acks) so the pop sees them, and a
+        top-up of the wallet when it runs low. False when nothing came (the engine is woken when
+        something may)."""
+        runtime = self.runtime
+        now = runtime.clock.time()
+        earliest = self._earliest
+        if self._unsent_pushes:
+            earliest = list(earliest)
+            for index in self._unsent_pushes:
+                earliest[index] = -math.inf
+        shard = min(range(len(earliest)), key=earliest.__getitem__)
+        # Early revisits while money sits idle, at most one fruitless look per tick.
+        ahead = self.spend.ahead() if now >= self._early_after else 0.0
+        if earliest[shard] > now + ahead:
+            self._wake_engine_at(earliest[shard] - ahead)
+            return False
+        if runtime.in_outage:
+            self._wake_engine_at(now + TICK_SECONDS)
+            return False
+        budget = self.spend.poppable()
+        if budget <= 0 and not self._refill():
+            self._wake_engine_at(now + TICK_SECONDS)
+            return False
+        budget = self.spend.poppable()
+        if self._lost_pop is None:
+            self._lost_pop = (shard, new_op_id(), min(POP_BATCH, budget), self.spend.order())
+        shard, op_id, count, order = self._lost_pop
+        self._collect_done()  # finished leases go back with the pop
+        want = self.spend.top_up_wanted(low=0.5)
+        builds = [lambda pipe: self.queue.pop(shard, runtime.owner, self._lease_counter, count,
+                                              order, op_id=op_id, ahead=ahead, pipe=pipe)]
+        if want is not None:
+            builds.append(lambda pipe: self.spend.take_call(want, pipe))
+        try:
+            replies = runtime.carry(*builds)
+        except StateError as exc:
+            runtime.fail(exc)  # the same pop goes again: if it was done, its items come back
+            self._wake_engine_at(now + TICK_SECONDS)
+            return False
+        self._lost_pop = None
+        self._unsent_pushes.discard(shard)
+        if want is not None:
+            self.spend.took_reply(replies[1][0])
+        popped = self.queue.pop_reply(shard, replies[0][0])
+        self._lease_counter += len(popped.items)
+        self._queued[shard] = popped.queued
+        earliest = popped.earliest
+        self._earliest[shard] = earliest if earliest is not None else math.inf
+        if popped.dropped:
+            self.stats.inc_value("scheduler/excluded", popped.dropped)
+        self._buffer.extend(popped.items)
+        hosts = runtime.hosts
+        for item in popped.items:
+            self._max_delay = max(self._max_delay, item.delay)
+            hosts.note_delay(item.host, item.delay)  # what the pop read: no read of its own
+        if not popped.items:
+            if ahead:
+                self._early_after = now + TICK_SECONDS
+            self._wake_engine_at(min(self._earliest))
+            return False
+        return True
+
+    def _refill(self) -> bool:
+        """The wallet is empty: take tokens now (at most once a tick when the bucket was dry)."""
+        spend = self.spend
+        now = self.runtime.clock.local()
+        if spend.dry and now < self._refill_after:
+            return False
+        want = spend.top_up_wanted()
+        if not want:
+            return False
+        try:
+            replies = self.runtime.carry(lambda pipe: spend.take_call(want, pipe))
+        except StateError as exc:
+            self.runtime.fail(exc)
+            return False
+        spend.took_reply(replies[0][0])
+        self._refill_after = now + TICK_SECONDS
+        return spend.poppable() > 0
 
     # -- building requests -----------------------------------------------------------------------
 
@@ -367,6 +420,7 @@ class ReadyQueueScheduler(BaseScheduler):
 
     def _pushed(self, shard: int, queued: int, seen: int) -> None:
         """A push reached ``shard``: new work may be ready at once."""
+        self._unsent_pushes.discard(shard)
         if queued > self._queued[shard]:
             self._earliest[shard] = -math.inf
         self._queued[shard] = queued
@@ -421,40 +475,66 @@ class ReadyQueueScheduler(BaseScheduler):
             self.spend.finished(request)
         return len(done)
 
-    def _sync_exclusions(self) -> None:
+    def _sync_exclusions(self, version: int | None = None) -> None:
+        """Mirror the exclusion list into the shards if its ``version`` (read now when None)
+        moved."""
         from webcrawl.state import exclusion
 
+        if version is not None and version <= self._exclusions:
+            return
         self._exclusions, dropped = exclusion.sync(self.runtime.client, self.queue, self._exclusions)
         if dropped:
             self.stats.inc_value("scheduler/excluded", dropped)
 
     def _refresh(self) -> None:
-        self._refreshed_at = self.runtime.clock.local()
-        now = self.runtime.clock.time()
-        earliest = self.queue.earliest()
+        """Look at what the whole crawl has queued now (one round trip, carrying the batch and,
+        when due, a top-up of the wallet and what the allocator published)."""
+        runtime = self.runtime
+        spend = self.spend
+        builds: list[Any] = [self.queue.look]
+        want = spend.top_up_wanted(low=0.5)
+        if want is not None:
+            builds.append(lambda pipe: spend.take_call(want, pipe))
+        published = spend.wants_published()
+        if published:
+            builds.append(lambda pipe: pipe.hgetall(runtime.layout.alloc))
+        replies = runtime.carry(*builds)
+        self._refreshed_at = runtime.clock.local()
+        look = self._look = self.queue.look_reply(replies[0])
+        if want is not None:
+            spend.took_reply(replies[1][0])
+        if published:
+            spend.published(runtime.parse_published(replies[-1][0]))
+        now = runtime.clock.time()
         self._earliest = [min([t for t in pair if t is not None], default=math.inf)
-                          for pair in earliest]
+                          for pair in look.earliest]
         # A host with revisits due now may have its turn a delay away: still work to wait for.
-        self._due_now = any(due is not None and due <= now + self._max_delay for _, due in earliest)
-        queued, _, leased = self.queue.counts()
-        self._queued = [0] * len(self._queued)
-        self._queued[0] = queued
-        self._leased_elsewhere = max(leased - len(self._inflight) - len(self._buffer), 0)
+        self._due_now = any(due is not None and due <= now + self._max_delay
+                            for _, due in look.earliest)
+        self._queued = list(look.queued)
+        self._leased_elsewhere = max(look.leased - len(self._inflight) - len(self._buffer), 0)
+        self._sync_exclusions(look.exclusions)
 
     def _maintain(self) -> None:
         """Every tick: release finished leases, renew held ones, take back expired ones from dead
-        processes, top up the wallet, refresh what the crawl has queued."""
+        processes, top up the wallet, refresh what the crawl has queued. Redis is asked once a
+        :data:`LOOK_SECONDS` (pops tell the rest as they go), or sooner when the wallet runs
+        low; the writes of the turn ride along."""
         runtime = self.runtime
         if runtime.failed:
             return
         self._publish_local_counts()
+        spend = self.spend
+        spend.measure_demand()
         try:
-            done = self._collect_done()
-            runtime.flush()
+            local = runtime.clock.local()
+            done = 0
+            if local >= self._refreshed_at + LOOK_SECONDS or spend.top_up_wanted(low=0.5):
+                done = self._collect_done()
+                self._refresh()
             if runtime.failed:
                 return
-            now = runtime.clock.local()
-            if now >= self._next_renew and self._inflight:
+            if local >= self._next_renew and self._inflight:
                 by_shard: dict[int, list[str]] = {}
                 for lease, (_, item) in self._inflight.items():
                     by_shard.setdefault(item.shard, []).append(lease)
@@ -462,22 +542,19 @@ class ReadyQueueScheduler(BaseScheduler):
                     by_shard.setdefault(item.shard, []).append(item.lease)
                 for shard, leases in by_shard.items():
                     self.queue.renew(shard, runtime.owner, leases)
-                self._next_renew = now + self.queue.lease_seconds / 3
-            if now >= self._next_reclaim:
+                self._next_renew = local + self.queue.lease_seconds / 3
+            if local >= self._next_reclaim:
                 reclaimed = sum(self.queue.reclaim_expired(i) for i in range(runtime.layout.shards))
-                self._next_reclaim = now + self.queue.lease_seconds / 2
+                self._next_reclaim = local + self.queue.lease_seconds / 2
                 if reclaimed:
                     self.stats.inc_value("scheduler/leases/reclaimed", reclaimed)
-            self._sync_exclusions()
-            self._refresh()
-            self.spend.tick()
-            self.spend.budget_spent(pending=sum(self._queued) > 0 or self._due_now)
+            spend.budget_spent(pending=sum(self._queued) > 0 or self._due_now)
             runtime.clock.maybe_refresh()
         except StateError as exc:
             runtime.fail(exc)
             return
         now = runtime.clock.time()
-        ahead = self.spend.ahead() if now >= self._early_after else 0.0
+        ahead = spend.ahead() if now >= self._early_after else 0.0
         if done or min(self._earliest) <= now + ahead:
             self._poke_engine()
 

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 
 from webcrawl.state.errors import StateError
+from webcrawl.state.scripts import new_op_id
 from webcrawl import meta as M
 
 if TYPE_CHECKING:
@@ -44,6 +45,11 @@ __all__ = ["SpendController"]
 logger = logging.getLogger(__name__)
 
 WALLET_SECONDS = 0.5
+#: The wallet also holds this long of the process's own spending (measured, see measure_demand).
+DEMAND_SECONDS = 1.5
+DEMAND_MIN_SECONDS = 0.2
+DEMAND_DECAY_SECONDS = 5.0
+PUBLISHED_SECONDS = 2.0
 #: Tokens piled up in the bucket (seconds of budget) that mean money sits idle: revisits due soon
 #: may then come out early (see :meth:`SpendController.ahead`).
 IDLE_SECONDS = 1.0
@@ -81,6 +87,10 @@ class SpendController:
         self.idle = False  # the bucket held more than IDLE_SECONDS of budget at the last look
         self._idle_checked = -math.inf
         self.lookahead = 0.0  # how far ahead early revisits may come from, when money is idle
+        self.demand = 0.0  # this process's recent spending per second (measure_demand)
+        self._charged = 0.0
+        self._demand_at = time.monotonic()
+        self.dry = False  # the bucket was empty at the last take
 
     @classmethod
     def from_runtime(cls, runtime: Any) -> SpendController:
@@ -144,6 +154,7 @@ class SpendController:
         else:
             cost = request.meta.get(M.EXPECTED_COST) or self.typical_cost
         cost = float(cost)
+        self._charged += cost
         self._decay()
         self._spent[item.kind] += cost
         if self.enabled:
@@ -179,30 +190,89 @@ class SpendController:
 
     def tick(self) -> None:
         """Top the wallet up (one round trip) and read what the allocator published."""
-        if self.read_published is not None and time.monotonic() - self._published_at > 2.0:
-            self._published_at = time.monotonic()
-            published = self.read_published()
-            self.typical_cost = published.get("typical_cost") or self.typical_cost or self.default_cost
-            self.known = published.get("known", 0.0)
-            self.backlog = published.get("backlog", 0.0)
-            share = published.get("discovery_share")
-            # The allocator's share while new URLs waited; before any allocation, new URLs first.
-            self.target_share = max(share, self.discovery_share) if share is not None else 1.0
+        if self.read_published is not None and self.wants_published():
+            self.published(self.read_published())
         if not self.enabled or self.bucket is None:
             return
-        target = max(self.rate * WALLET_SECONDS, 2 * self.typical_cost)
-        now = time.monotonic()
-        if self.wallet < target or now - self._idle_checked > IDLE_CHECK_SECONDS:
-            granted, left, self.rate = self.bucket.take(max(target - self.wallet, 0.0))
-            self.wallet += granted
-            self._idle_checked = now
-            self.idle = self.continuous and self.rate > 0 and left > self.rate * IDLE_SECONDS
-            if (not self.continuous and self.cycle() is not None and self.rate == 0 and left <= 0
-                    and self.wallet < self.typical_cost * 0.5):
-                self.exhausted = True
-        elif self.wallet > 2 * target:
+        want = self.top_up_wanted()
+        if want is not None:
+            self.took(*self.bucket.take(want))
+        elif self.wallet > 2 * self._target():
+            target = self._target()
             self.bucket.give(self.wallet - target)
             self.wallet = target
+
+    # -- upkeep carried by the scheduler's round trips (same decisions as :meth:`tick`) ---------
+
+    def wants_published(self) -> bool:
+        return time.monotonic() - self._published_at > PUBLISHED_SECONDS
+
+    def published(self, published: dict[str, float]) -> None:
+        """What the allocator published (see :meth:`tick`)."""
+        self._published_at = time.monotonic()
+        self.typical_cost = published.get("typical_cost") or self.typical_cost or self.default_cost
+        self.known = published.get("known", 0.0)
+        self.backlog = published.get("backlog", 0.0)
+        share = published.get("discovery_share")
+        # The allocator's share while new URLs waited; before any allocation, new URLs first.
+        self.target_share = max(share, self.discovery_share) if share is not None else 1.0
+
+    def _target(self) -> float:
+        # Half a second of the budget rate, and of what this process spends (a one-run cycle has
+        # no rate: its whole budget is in the bucket), so a busy process tops up once in a while
+        # rather than once a pop.
+        return max(self.rate * WALLET_SECONDS, 2 * self.typical_cost,
+                   self.demand * DEMAND_SECONDS)
+
+    def top_up_wanted(self, *, low: float = 1.0) -> float | None:
+        """Tokens to take from the bucket now (0: only a look at it, to tell whether money piles
+        up), or None when no take is due: the wallet holds at least ``low`` x its target and
+        the last look is recent."""
+        if not self.enabled:
+            return None
+        target = self._target()
+        if self.wallet < target * low:
+            return target - self.wallet
+        if time.monotonic() - self._idle_checked > IDLE_CHECK_SECONDS and (
+                self.continuous or low >= 1.0):
+            return 0.0
+        return None
+
+    def take_call(self, want: float, pipe: Any) -> None:
+        """Queue the take of ``want`` tokens on ``pipe``; :meth:`took` gets its answer."""
+        bucket = self.bucket
+        assert bucket is not None
+        layout = bucket.layout
+        bucket.scripts.call_keys("bucket", [layout.bucket, layout.op(new_op_id())],
+                                 ["take", repr(float(want))], client=pipe)
+
+    def took_reply(self, reply: list[Any]) -> None:
+        """:meth:`took` with the bucket script's raw answer to a take."""
+        granted, left, rate = reply
+        self.took(float(granted), float(left), float(rate))
+
+    def took(self, granted: float, left: float, rate: float) -> None:
+        """A take's answer: ``granted`` tokens, ``left`` in the bucket, its refill ``rate``."""
+        self.rate = float(rate)
+        self.wallet += float(granted)
+        self._idle_checked = time.monotonic()
+        self.idle = self.continuous and self.rate > 0 and left > self.rate * IDLE_SECONDS
+        if (not self.continuous and self.cycle() is not None and self.rate == 0 and left <= 0
+                and self.wallet < self.typical_cost * 0.5):
+            self.exhausted = True
+        self.dry = left <= 0
+
+    def measure_demand(self) -> None:
+        """Called every scheduler tick: this process's spending per second, rising at once and
+        decaying over :data:`DEMAND_DECAY_SECONDS` (it sizes the wallet)."""
+        now = time.monotonic()
+        elapsed = now - self._demand_at
+        if elapsed < DEMAND_MIN_SECONDS:
+            return
+        seen = self._charged / elapsed
+        self._charged, self._demand_at = 0.0, now
+        factor = math.exp(-elapsed / DEMAND_DECAY_SECONDS)
+        self.demand = max(seen, self.demand * factor)
 
     def budget_spent(self, pending: bool) -> None:
         """One-run mode: the budget is spent and work is still waiting: end the run (what is

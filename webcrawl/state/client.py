@@ -124,7 +124,8 @@ class _Policies:
 def is_cluster(url: str) -> bool:
     """Whether the server at ``url`` is a Redis Cluster node."""
     probe = redis.Redis.from_url(url, socket_timeout=SOCKET_TIMEOUT_SECONDS,
-                                 socket_connect_timeout=SOCKET_TIMEOUT_SECONDS)
+                                 socket_connect_timeout=SOCKET_TIMEOUT_SECONDS, retry=None,
+                                 driver_info=None)
     try:
         return bool(probe.info("cluster").get("cluster_enabled"))
     finally:
@@ -133,32 +134,30 @@ def is_cluster(url: str) -> bool:
 
 def connect(url: str, *, socket_timeout: float = SOCKET_TIMEOUT_SECONDS, check: bool = True,
             retries: bool = True) -> tuple[Any, RoundTrips, bool]:
-    """``(client, round-trip counter, is cluster)`` for ``url``; with ``check``, fail now with a
-    one-line :class:`RedisUnavailable` if nothing answers."""
+    """``(client, round-trip counter, is cluster)`` for ``url``; fails with a one-line
+    :class:`RedisUnavailable` if nothing answers. The first command (INFO cluster) tells a
+    cluster node from a single server and checks the server answers, in one round trip; a
+    cluster gets a cluster client instead. Connections skip CLIENT SETINFO (two round trips
+    each, which Redis 6 refuses anyway). ``check`` is kept for callers: the server is always
+    asked."""
     counter = RoundTrips()
+    options: dict[str, Any] = dict(socket_timeout=socket_timeout,
+                                   socket_connect_timeout=socket_timeout, driver_info=None)
+    if retries:
+        options.update(retry=_retry(), retry_on_error=[redis.ConnectionError])
+    client: Any = redis.Redis.from_url(url, health_check_interval=30, **options)
+    pool = client.connection_pool
+    pool.connection_class = _counting(pool.connection_class, counter)
     try:
-        cluster = is_cluster(url)
+        cluster = bool(client.info("cluster").get("cluster_enabled"))
     except redis.RedisError as exc:
+        client.close()
         raise RedisUnavailable(
             f"Redis at {url} does not answer ({exc}); check WEBCRAWL_REDIS_URL, or unset it to use "
             "the embedded redis-server") from None
-    options: dict[str, Any] = dict(socket_timeout=socket_timeout,
-                                   socket_connect_timeout=socket_timeout)
-    if retries:
-        options.update(retry=_retry(), retry_on_error=[redis.ConnectionError])
     if cluster:
-        client: Any = _cluster_client(url, counter, options)
-    else:
-        client = redis.Redis.from_url(url, health_check_interval=30, **options)
-        pool = client.connection_pool
-        pool.connection_class = _counting(pool.connection_class, counter)
-    if check:
-        try:
-            client.ping()
-        except redis.RedisError as exc:
-            raise RedisUnavailable(
-                f"Redis at {url} does not answer ({exc}); check WEBCRAWL_REDIS_URL, or unset it "
-                "to use the embedded redis-server") from None
+        client.close()
+        client = _cluster_client(url, counter, options)
     return client, counter, cluster
 
 

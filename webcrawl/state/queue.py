@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from webcrawl.state.layout import EXCLUDED_EVENTS
 from webcrawl.state.scripts import OP_TTL_SECONDS, new_op_id
 
 if TYPE_CHECKING:
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
     from webcrawl.state.scripts import ScriptSet
     from webcrawl.state.seen import BloomParams
 
-__all__ = ["EVICTED", "EXCLUDED", "FILTERED", "PUSHED", "Entry", "Popped", "PoppedItem",
+__all__ = ["EVICTED", "EXCLUDED", "FILTERED", "PUSHED", "Entry", "Look", "Popped", "PoppedItem",
            "CrawlQueue", "priority_key"]
 
 FILTERED, PUSHED, EVICTED, EXCLUDED = 0, 1, 2, 3
@@ -92,6 +93,23 @@ class Popped:
         return min(times) if times else None
 
 
+@dataclass(frozen=True)
+class Look:
+    """What the crawl has queued, from one pipeline: per shard when its first host turns ready for
+    new work and for revisits (None: none) and its queued requests; revisits scheduled and leases
+    over every shard; the exclusion list's version."""
+
+    earliest: list[tuple[float | None, float | None]]
+    queued: list[int]
+    due: int
+    leased: int
+    exclusions: int
+
+    @property
+    def counts(self) -> tuple[int, int, int]:
+        return sum(self.queued), self.due, self.leased
+
+
 class CrawlQueue:
     """The queues of one crawl, over all its shards (see the module docstring)."""
 
@@ -132,18 +150,20 @@ class CrawlQueue:
     # -- popping --------------------------------------------------------------------------------
 
     def pop(self, index: int, owner: str, first_lease: int, max_count: int, order: str,
-            share: int = TURN_SHARE, op_id: str | None = None, ahead: float = 0.0) -> Popped:
+            share: int = TURN_SHARE, op_id: str | None = None, ahead: float = 0.0, *,
+            pipe: Any = None) -> Popped | None:
         """Pop up to ``max_count`` items of shard ``index``, the kinds in ``order`` of preference
         ("nd", "dn", "n", "d"); a host with both kinds ready gives every ``share``-th turn to the
         other one (0: never). With ``ahead`` > 0, revisits due within that many seconds come out
         early where nothing is due now (hosts' turns still hold). A call retried with the same
-        ``op_id`` (its answer was lost) gets the same items again, not more."""
+        ``op_id`` (its answer was lost) gets the same items again, not more. With ``pipe`` the
+        call is queued there (returns None; :meth:`pop_reply` reads its answer)."""
         shard = self.layout.all_shards[index]
         reply = self.scripts.call("pop", shard, [owner, first_lease, max_count, order,
                                                  self.default_delay, self.lease_seconds,
                                                  OP_TTL_SECONDS, share, repr(float(ahead))],
-                                  op_id=op_id or new_op_id())
-        return self.pop_reply(index, reply)
+                                  op_id=op_id or new_op_id(), client=pipe)
+        return None if pipe is not None else self.pop_reply(index, reply)
 
     @staticmethod
     def pop_reply(index: int, reply: list[Any]) -> Popped:
@@ -207,26 +227,36 @@ class CrawlQueue:
     def counts(self) -> tuple[int, int, int]:
         """``(queued requests, revisits scheduled, leases)`` over every shard."""
         pipe = self.client.pipeline(transaction=False)
-        for shard in self.layout.all_shards:
-            pipe.get(shard.queued)
-            pipe.zcard(shard.due)
-            pipe.zcard(shard.leases)
-        replies = pipe.execute()
-        queued = sum(int(v or 0) for v in replies[0::3])
-        return queued, sum(int(v) for v in replies[1::3]), sum(int(v) for v in replies[2::3])
+        self.look(pipe)
+        return self.look_reply(pipe.execute()).counts
 
     def earliest(self) -> list[tuple[float | None, float | None]]:
         """Per shard: when its first host turns ready for new work and for revisits."""
         pipe = self.client.pipeline(transaction=False)
+        self.look(pipe)
+        return self.look_reply(pipe.execute()).earliest
+
+    def look(self, pipe: Any) -> None:
+        """Queue on ``pipe`` the reads of a :class:`Look` (:meth:`look_reply` reads the answers)."""
         for shard in self.layout.all_shards:
             pipe.zrange(shard.ready_new, 0, 0, withscores=True)
             pipe.zrange(shard.ready_due, 0, 0, withscores=True)
-        replies = pipe.execute()
-        out = []
-        for i in range(0, len(replies), 2):
-            new, due = replies[i], replies[i + 1]
-            out.append((float(new[0][1]) if new else None, float(due[0][1]) if due else None))
-        return out
+            pipe.get(shard.queued)
+            pipe.zcard(shard.due)
+            pipe.zcard(shard.leases)
+        pipe.get(EXCLUDED_EVENTS)
+
+    @staticmethod
+    def look_reply(replies: Sequence[Any]) -> Look:
+        earliest, queued, due, leased = [], [], 0, 0
+        for i in range(0, len(replies) - 1, 5):
+            new, ready_due, q, d, leases = replies[i:i + 5]
+            earliest.append((float(new[0][1]) if new else None,
+                             float(ready_due[0][1]) if ready_due else None))
+            queued.append(int(q or 0))
+            due += int(d)
+            leased += int(leases)
+        return Look(earliest, queued, due, leased, int(replies[-1] or 0))
 
     def set_delay(self, host: str, seconds: float) -> None:
         self.client.hset(self.layout.shard(host).delay, host, repr(float(seconds)))

@@ -86,9 +86,16 @@ class ScriptSet:
         self.load()
 
     def load(self) -> None:
-        """Load every script into the server's cache (on a cluster, every primary's)."""
+        """Load every script into the server's cache (on a cluster, every primary's; on a
+        single server in one round trip)."""
+        if hasattr(self.client, "get_primaries"):
+            for script in self._scripts.values():
+                self.client.script_load(script.script)
+            return
+        pipe = self.client.pipeline(transaction=False)
         for script in self._scripts.values():
-            self.client.script_load(script.script)
+            pipe.script_load(script.script)
+        pipe.execute()
 
     def call(self, name: str, shard: ShardKeys, args: list[Any], *, op_id: str | None = None,
              client: Any = None) -> Any:
