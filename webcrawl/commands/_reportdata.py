@@ -17,7 +17,8 @@ never makes a number up. :func:`figures_from_ledger` fills it from one cycle's l
 | ``never_fetched`` | ``coverage_never_fetched`` | never fetched (``known - fetched`` if absent) |
 | ``fetches:<t>``, ``cost:<t>``, ``new:<t>``, ``changed:<t>``, ``unchanged:<t>`` | ``rows`` | page type t |
 
-Pages never fetched and not waiting were refused, evicted or deferred. Page type ``-`` is
+A crawl records ``known = fetched + waiting`` at each close; pages never fetched and not waiting
+(a ledger that records ``never_fetched`` apart) were evicted from a full frontier. Page type ``-`` is
 :data:`NO_TYPE`.
 """
 

@@ -26,8 +26,8 @@ METRICS: dict[str, str] = {
     "spent": "The cost booked by the cycle's fetches.",
     "budget": "What the cycle was allowed to spend.",
     "idle share": "Budget the cycle left unused because no fetch was due, as a share of its budget.",
-    "coverage": "URLs the crawl knows: fetched at least once, waiting in a frontier, or never fetched "
-                "because they were refused, evicted or deferred.",
+    "coverage": "URLs the crawl knows at the cycle's close: fetched at least once, or never fetched "
+                "and waiting in a frontier (refused URLs wait in the crawl state until met again).",
 }
 
 TYPE_HEADER = ("page type", "fetches", "new", "changes", "no change", "no-change share", "cost",

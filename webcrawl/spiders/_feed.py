@@ -87,7 +87,7 @@ class Feed:
         self._feed: StartUrlsFeed | None = None
         self._idle_since: float | None = None
         self._warned = False
-        self._loop = create_looping_call(self.poll)
+        self._loop: Any = None  # made when the spider opens: the reactor may not exist before
         crawler.signals.connect(self.spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(self.spider_idle, signal=signals.spider_idle)
         crawler.signals.connect(self.spider_closed, signal=signals.spider_closed)
@@ -101,10 +101,11 @@ class Feed:
     def spider_opened(self) -> None:
         logger.info("Reading pushed URLs from the Redis %s %r (batch %d)", self.kind, self.key,
                     self.batch)
+        self._loop = create_looping_call(self.poll)
         self._loop.start(self.period, now=True)
 
     def spider_closed(self) -> None:
-        if self._loop.running:
+        if self._loop is not None and self._loop.running:
             self._loop.stop()
 
     def spider_idle(self) -> None:
