@@ -50,8 +50,11 @@ logger = logging.getLogger(__name__)
 class Command(ScrapyCrawlCommand):
     def long_desc(self) -> str:
         return (
-            "Run one crawl cycle of a spider: a site file (webcrawl/sites/ and the folders of "
-            "WEBCRAWL_SITES_DIR) or a Python spider. Its settings are checked before anything "
+            "Run a spider: a site file (webcrawl/sites/ and the folders of WEBCRAWL_SITES_DIR) "
+            "or a Python spider. A site runs one cycle, or cycle after cycle in continuous mode "
+            "(budget.continuous in the site file, or -s WEBCRAWL_CYCLE_CONTINUOUS=true) until "
+            "WEBCRAWL_STOP_AFTER_CYCLES or WEBCRAWL_STOP_AFTER_SECONDS (or the site file's stop "
+            "conditions, or Ctrl-C). Its settings are checked before anything "
             "starts: a mistake ends the command with one 'scrapy: error:' line, exit status 2. "
             "A crawl that ran exits 0, even if it fetched nothing (a warning at the end says "
             "why); 1 if it could not start."
