@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from webcrawl.extensions._alloc_plan import DETECTOR_MAX_CYCLES, DISCOVERY_MAX, AllocInput, plan, followed_lag, sitemap_readings
+from webcrawl.extensions._alloc_plan import DETECTOR_MAX_CYCLES, DISCOVERY_MAX, AllocInput, plan, followed_lag, listing_readings, sitemap_readings
 from webcrawl.revisit import GammaPrior, Objective, PageHistory
 from webcrawl.state import records
 from webcrawl.state.records import EMPTY_BIN, KIND_PAGE, KIND_SITEMAP
@@ -312,3 +312,19 @@ def test_what_followed_changes_actually_waited_prices_following() -> None:
     quick = plan(alloc_input([followed(120.0, None) for _ in range(6)], [0] * 6, **trusted))
     slow = plan(alloc_input(rows, [0] * 6, **trusted))
     assert quick.follow.all() and not slow.follow.any()
+
+
+def test_listings_that_show_no_change_are_evidence_of_a_slow_page() -> None:
+    """Three pages fetched twice, an hour apart, unchanged: one shown unchanged by listings for a
+    day since, one whose summary changed an hour after the fetch, one no listing shows."""
+    day = 86_400.0
+    rows = [page_row(1, 0, HOUR, last=NOW - day) for _ in range(3)]
+    listed = np.array([[NOW - 2 * day, NOW], [NOW - day + HOUR, NOW], [0.0, 0.0]])
+    readings = listing_readings(np.array(rows, dtype=records.DTYPE), listed, share=0.5)
+    assert list(readings.quiet) == [0.5 * day, 0.5 * (day - HOUR), 0.0]
+    assert list(readings.changed) == [0.0, 0.5 * HOUR, 0.0]
+    with_lists = plan(alloc_input(rows, [0] * 3, listed=listed))
+    quiet, changed, unlisted = with_lists.rate
+    # (The type's prior is fitted over all three: the one change seen raises it for each.)
+    assert quiet < unlisted < changed
+    assert with_lists.interval[0] > with_lists.interval[1], "the quiet page is visited less"

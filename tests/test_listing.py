@@ -69,7 +69,9 @@ def test_a_changed_summary_leaves_an_item_not_followed_on_its_schedule(runtime: 
     assert runtime.pages.get(ITEM, HOST).due == pytest.approx(now - 60 + 86_400.0)
 
 
-def test_an_unchanged_summary_is_no_observation_of_the_item(runtime: CrawlRuntime) -> None:
+def test_an_unchanged_summary_is_no_fetch_of_the_item(runtime: CrawlRuntime) -> None:
+    """It leaves the page's record (its fetches and costs) alone; the allocator reads it as
+    evidence of the page's change rate (webcrawl/extensions/_alloc_plan.listing_readings)."""
     pipeline = ListingPipeline(runtime, runtime.stats)
     now = runtime.clock.time()
     known(runtime, now - 60, follow=True)
@@ -80,7 +82,9 @@ def test_an_unchanged_summary_is_no_observation_of_the_item(runtime: CrawlRuntim
                                           for k in range(2, 5)))
     assert runtime.stats.get_value(S + "unchanged") == 1 and runtime.stats.get_value(S + "first") == 4
     assert runtime.client.hget(runtime.layout.shard(HOST).pages, ITEM) == before  # untouched
-    assert runtime.pages.take_dirty(0) == []  # nothing for the allocator to read again
+    assert runtime.pages.take_dirty(0) == [ITEM]  # the allocator reads what listings say
+    assert runtime.pages.listings(0, [ITEM, "http://shop.test/product/9/z"]) == [
+        (now - 30, now), None], "shown unchanged since the first listing; never listed: nothing"
     assert runtime.pages.count() == 1  # listed items are not pages until fetched
 
 

@@ -29,6 +29,7 @@ triggers): the allocator raises it while budget goes unused and lowers it slowly
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -82,6 +83,8 @@ class AllocInput:
     gain: float = 1.0
     objective: Objective = Objective.FRESHNESS
     seed_rng: int | None = None
+    #: per row: since when listings show the page's summary, when they last listed it (or None)
+    listed: Floats | None = None
 
 
 @dataclass
@@ -100,17 +103,57 @@ def estimate(rows: np.ndarray, prior: GammaPrior) -> Floats:
     return posterior(rows, prior)[0]
 
 
-def posterior(rows: np.ndarray, prior: GammaPrior) -> tuple[Floats, Floats, Floats]:
+@dataclass
+class Readings:
+    """Evidence about pages besides their fetches, per row (0 where none): a span seen without a
+    change (``quiet`` seconds) and a span that ended in a change (``changed`` seconds)."""
+
+    quiet: Floats
+    changed: Floats
+
+
+def listing_readings(rows: np.ndarray, listed: Floats, share: float) -> Readings:
+    """What listings said of each page since its last fetch, as evidence about its change rate.
+
+    ``listed``: per row, since when listings have shown the page's current summary and when they
+    last listed it. A listing sees only a share ``s`` of a page's changes (its summary's fields),
+    so its readings are those of a Poisson process of rate ``s * rate``: no visible change over
+    ``T`` seconds is the evidence of ``s T`` quiet seconds for the page's own rate, and a visible
+    change within ``T`` that of a change within ``s T``. Only the span since the last fetch counts
+    (the fetches cover what came before)."""
+    n = len(rows)
+    quiet, changed = np.zeros(n), np.zeros(n)
+    if n == 0 or listed is None or not len(listed):
+        return Readings(quiet, changed)
+    fetched = rows["last_fetched"]
+    since, last = listed[:, 0], listed[:, 1]
+    seen = (fetched > 0) & (last > fetched)
+    start = np.maximum(since, fetched)
+    # Quiet since the summary last changed (or since the fetch, if later); a change seen after
+    # the fetch ended the span before it.
+    quiet = np.where(seen, np.maximum(last - start, 0.0) * share, 0.0)
+    changed = np.where(seen & (since > fetched), (since - fetched) * share, 0.0)
+    return Readings(quiet, changed)
+
+
+def posterior(rows: np.ndarray, prior: GammaPrior,
+              readings: Readings | None = None) -> tuple[Floats, Floats, Floats]:
     """Each page's posterior mean change rate, and the Gamma posterior's shape and rate
     (its prior's plus its own evidence, as effective data) for what depends on more than the
-    mean (the chance a copy is still fresh)."""
+    mean (the chance a copy is still fresh). ``readings``: evidence from other than fetches,
+    added to each page's history as one more observation."""
     group = rows["type"].astype(np.intp)
     n = len(rows)
     ngroups = int(group.max()) + 1 if n else 1
     rates = np.empty(n)
     datas = []
+    tables = []
     for start in range(0, n, _CHUNK):
-        datas.append(effective_data(history_table(rows[start:start + _CHUNK])))
+        table = history_table(rows[start:start + _CHUNK])
+        if readings is not None:
+            _add_readings(table, readings, start)
+        tables.append(table)
+        datas.append(effective_data(table))
     if not datas:
         return rates, np.empty(0), np.empty(0)
     events = np.concatenate([d.events for d in datas])
@@ -123,7 +166,7 @@ def posterior(rows: np.ndarray, prior: GammaPrior) -> tuple[Floats, Floats, Floa
         part = rows[start:start + _CHUNK]
         g = group[start:start + _CHUNK]
         rates[start:start + len(part)] = estimate_rates(
-            history_table(part), priors.shape[g], priors.rate[g], datas[i])
+            tables[i], priors.shape[g], priors.rate[g], datas[i])
     alpha = priors.shape[group] + events
     # The Gamma's rate parameter matched to the posterior mean, which for pages that changed at
     # nearly every visit comes from the exact censored likelihood, not the effective data.
@@ -132,12 +175,30 @@ def posterior(rows: np.ndarray, prior: GammaPrior) -> tuple[Floats, Floats, Floa
     return rates, alpha, beta
 
 
+def _add_readings(table: Any, readings: Readings, start: int) -> None:
+    n = len(table)
+    quiet = readings.quiet[start:start + n]
+    changed = readings.changed[start:start + n]
+    rows = np.flatnonzero((quiet > 0) & (changed <= 0))
+    if len(rows):
+        table.observe(rows, quiet[rows], False)
+    rows = np.flatnonzero(changed > 0)
+    if len(rows):
+        table.observe(rows, changed[rows], True)
+        # The quiet span after a change seen: its own unchanged observation.
+        after = rows[quiet[rows] > 0]
+        if len(after):
+            table.unchanged_seconds[after] += quiet[after]
+            table.seconds[after] += quiet[after]
+
+
 def plan(a: AllocInput) -> AllocResult:
     rows, host = a.rows, a.host
     n, nhosts = len(rows), len(a.delay)
     R = max(a.budget_rate, 0.0)
     rows, confirmed, stale = sitemap_readings(rows, a.sitemap_trusted[host])
-    rate, alpha, beta = posterior(rows, a.prior)
+    readings = listing_readings(rows, a.listed, LISTED_SHARE) if a.listed is not None else None
+    rate, alpha, beta = posterior(rows, a.prior, readings)
     kind = rows["kind"]
     types = rows["type"].astype(np.intp)
     tier = rows["tier"].astype(np.intp)

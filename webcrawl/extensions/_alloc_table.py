@@ -1,4 +1,5 @@
-"""The allocator's copy of every known page: their packed records as one numpy array, kept in step
+"""The allocator's copy of every known page: their packed records as one numpy array (and what
+listings say of each: since when they show its summary, when they last listed it), kept in step
 with Redis through each shard's ``dirty`` set.
 
 :meth:`PageTable.load` reads every record once (HSCAN, shard by shard, after emptying the dirty
@@ -35,6 +36,7 @@ class PageTable:
         self.index: dict[str, int] = {}
         self.rows = np.zeros(1024, dtype=records.DTYPE)
         self.host = np.zeros(1024, dtype=np.intp)
+        self.listed = np.zeros((1024, 2))  # (since, last listed); 0 where no listing shows it
         self.hosts: list[str] = []
         self._host_ids: dict[str, int] = {}
 
@@ -49,6 +51,12 @@ class PageTable:
     def host_of(self) -> np.ndarray:
         return self.host[:len(self.urls)]
 
+    @property
+    def listings(self) -> np.ndarray:
+        """Per row: (since when listings show the page's summary, when last listed); zeros
+        where none does."""
+        return self.listed[:len(self.urls)]
+
     def _host_id(self, url: str) -> int:
         host = (urlsplit(url).hostname or "-").lower()
         found = self._host_ids.get(host)
@@ -57,23 +65,26 @@ class PageTable:
             self.hosts.append(host)
         return found
 
-    def _update(self, urls: list[str], raws: list[bytes | None]) -> int:
+    def _update(self, index: int, urls: list[str], raws: list[bytes | None]) -> int:
         present = [(u, r) for u, r in zip(urls, raws) if r]
         if not present:
             return 0
         data = records.unpack_many([r for _, r in present])
+        listed = self.pages.listings(index, [u for u, _ in present])
         need = len(self.urls) + len(present)
         if need > len(self.rows):
             size = max(need, int(len(self.rows) * _GROW))
             self.rows = np.resize(self.rows, size)
             self.host = np.resize(self.host, size)
-        for (url, _), rec in zip(present, data):
+            self.listed = np.resize(self.listed, (size, 2))
+        for (url, _), rec, seen in zip(present, data, listed):
             row = self.index.get(url)
             if row is None:
                 row = self.index[url] = len(self.urls)
                 self.urls.append(url)
                 self.host[row] = self._host_id(url)
             self.rows[row] = rec
+            self.listed[row] = seen if seen is not None else (0.0, 0.0)
         return len(present)
 
     def load(self) -> int:
@@ -90,9 +101,9 @@ class PageTable:
                 urls.append(url)
                 raws.append(raw)
                 if len(urls) >= 5000:
-                    self._update(urls, raws)
+                    self._update(index, urls, raws)
                     urls, raws = [], []
-            self._update(urls, raws)
+            self._update(index, urls, raws)
         return len(self.urls)
 
     def sync(self, batch: int = 5000) -> int:
@@ -103,7 +114,7 @@ class PageTable:
                 urls = self.pages.take_dirty(index, batch)
                 if not urls:
                     break
-                done += self._update(urls, self.pages.raw_records(index, urls))
+                done += self._update(index, urls, self.pages.raw_records(index, urls))
                 if len(urls) < batch:
                     break
         return done

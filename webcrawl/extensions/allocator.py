@@ -422,7 +422,7 @@ class Allocator:
             listing_types=frozenset(types.id(t.name) for t in site.page_types if t.listing is not None),
             prior=self.prior, default_cost=runtime.default_cost(), backlog=backlog,
             gain=self.gain, objective=Objective(site.objective),
-            seed_rng=self.seed)
+            seed_rng=self.seed, listed=table.listings)
 
     def _schedule(self, result: Any, now: float) -> None:
         """Write the intervals that moved, and make the verification sample due now."""

@@ -31,7 +31,7 @@ Shard keys (``webcrawl:{<crawl>:<k>}:`` + name):
 | ``refused`` | hash | URLs the crawl refused (SSRF guard, robots.txt): their seen-filter offsets -> reason, URL, time; let in again when met again (:mod:`webcrawl.state.refused`) |
 | ``excluded`` / ``excluded:version`` | set / string | mirror of the global exclusion list |
 | ``pages`` / ``validators`` | hash | url -> packed page record (:mod:`webcrawl.state.records`); url -> ETag and Last-Modified |
-| ``listing`` | hash | listed item url -> summary hash, time it changed, time listed |
+| ``listing`` | hash | listed item url -> summary hash, time since which listings show it, time last listed |
 | ``trust:validators`` / ``trust:sitemaps`` | hash | host -> JSON of the host's trust |
 | ``robots:<origin>`` | hash | robots.txt answer of ``scheme://host:port``, with its expiry |
 | ``dirty`` | set | pages whose record changed since the allocator last read it |

@@ -127,3 +127,15 @@ class PageStore:
         if not urls:
             return []
         return list(self.client.hmget(self.layout.all_shards[index].pages, urls))
+
+    def listings(self, index: int, urls: list[str]) -> list[tuple[float, float] | None]:
+        """What listings say of each page of shard ``index``: ``(since, listed)``, the time since
+        which they have shown its current summary and when they last listed it; ``None`` for a
+        page no listing shows."""
+        if not urls:
+            return []
+        out: list[tuple[float, float] | None] = []
+        for raw in self.client.hmget(self.layout.all_shards[index].listing, urls):
+            parts = _text(raw).split(" ") if raw else []
+            out.append((float(parts[1]), float(parts[2])) if len(parts) == 3 else None)
+        return out

@@ -202,9 +202,11 @@ local function interval(url, host, iv, due_at, follow)
   return '1'
 end
 
+-- The listing hash keeps per item: its summary's hash, since when the listings have shown that
+-- summary (its first listing, or the listing that saw it change), and when it was last listed.
 local function listing(url, host, hash, listed_at)
   local old = redis.call('HGET', K.listing, url)
-  local changed_at, status = '0', 'first'
+  local changed_at, status = num(listed_at), 'first'
   local previous_listed = 0
   if old then
     local h, t, l = string.match(old, '^(%S+) (%S+) (%S+)')
@@ -212,6 +214,9 @@ local function listing(url, host, hash, listed_at)
     if h == hash then changed_at, status = t, 'unchanged' else changed_at, status = num(listed_at), 'changed' end
   end
   redis.call('HSET', K.listing, url, hash .. ' ' .. changed_at .. ' ' .. num(listed_at))
+  if redis.call('HEXISTS', K.pages, url) == 1 then
+    redis.call('SADD', K.dirty, url)  -- the allocator reads what listings say of the page
+  end
   if status == 'changed' then
     local raw = redis.call('HGET', K.pages, url)
     local r = raw and rec_read(raw)
