@@ -14,7 +14,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from scrapy.exceptions import CannotResolveHostError, IgnoreRequest, NotConfigured
+from scrapy.exceptions import CannotResolveHostError, IgnoreRequest
 from scrapy.http import Request
 from scrapy.utils.misc import build_from_crawler
 from scrapy.utils.test import get_crawler
@@ -68,8 +68,14 @@ def test_public_addresses_pass():
 
 
 def test_switch_off_and_bad_setting():
-    with pytest.raises(NotConfigured):
-        middleware(WEBCRAWL_SSRF_ENABLED=False)
+    """Off, the guard lets every address through but cloud metadata; the scope it also judges
+    (the crawl's allowed domains) is not switched off with it."""
+    off = middleware(WEBCRAWL_SSRF_ENABLED=False)
+    assert off.process_request(Request("http://127.0.0.1:8080/admin")) is None
+    assert off.process_request(Request("http://10.1.2.3/")) is None
+    with pytest.raises(IgnoreRequest, match="metadata"):
+        off.process_request(Request("http://169.254.169.254/latest/meta-data/"))
+    assert off.guard() is None
     with pytest.raises(ValueError, match="WEBCRAWL_ALLOWED_PRIVATE_NETWORKS"):
         middleware(WEBCRAWL_ALLOWED_PRIVATE_NETWORKS=["10.0.0.0/33"])
 

@@ -24,6 +24,9 @@ connection is made (so DNS rebinding does not get through), with this crawler's 
 refusals (DNS lookup errors) into ``IgnoreRequest`` with a stat before RetryMiddleware retries
 them, and refuses further requests to a refused name for a minute without another lookup.
 
+``WEBCRAWL_SSRF_ENABLED = False`` turns the address checks off (every address but cloud
+metadata may be connected to); the scope still holds.
+
 Fails closed. With the guard on, the crawl does not start (a ``ValueError`` naming the setting)
 when a route would connect without the check: an http or https download handler that does not
 resolve through the reactor's resolver (``DOWNLOAD_HANDLERS``), or an HTTP proxy from the
@@ -44,7 +47,7 @@ import urllib.request
 from typing import TYPE_CHECKING
 
 from scrapy import signals
-from scrapy.exceptions import CannotResolveHostError, IgnoreRequest, NotConfigured
+from scrapy.exceptions import CannotResolveHostError, IgnoreRequest
 from scrapy.utils.httpobj import urlparse_cached
 from scrapy.utils.misc import load_object
 from scrapy.utils.reactor import is_reactor_installed
@@ -111,9 +114,10 @@ class SSRFGuardMiddleware:
     """Refuse requests the crawl may not make; see the module docstring."""
 
     def __init__(self, policy: AddressPolicy, stats: StatsCollector,
-                 scope: Scope | None = None) -> None:
+                 scope: Scope | None = None, *, guarded: bool = True) -> None:
         self.policy = policy
         self.stats = stats
+        self.guarded = guarded
         self.gate = ConnectGate(policy, scope)
         self._guard: GuardedResolver | None = None
         self._domains: tuple[str, ...] | None = None if scope is None else scope.domains
@@ -122,15 +126,16 @@ class SSRFGuardMiddleware:
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
         settings = crawler.settings
-        if not settings.getbool("WEBCRAWL_SSRF_ENABLED", True):
-            raise NotConfigured("the SSRF guard is off: set WEBCRAWL_SSRF_ENABLED = True")
         networks = parse_networks(settings.getlist("WEBCRAWL_ALLOWED_PRIVATE_NETWORKS"))
-        if not settings.getbool("WEBCRAWL_SSRF_ACCEPT_UNCHECKED"):
+        guarded = settings.getbool("WEBCRAWL_SSRF_ENABLED", True)
+        if guarded and not settings.getbool("WEBCRAWL_SSRF_ACCEPT_UNCHECKED"):
             unchecked = unchecked_routes(settings)
             if unchecked:
                 raise ValueError(f"{unchecked[0]}; {_ACCEPT}")
         assert crawler.stats is not None
-        middleware = cls(AddressPolicy(networks), crawler.stats)
+        # With the guard off, the scope still holds; addresses pass, cloud metadata excepted.
+        policy = AddressPolicy(networks if guarded else ("0.0.0.0/0", "::/0"))
+        middleware = cls(policy, crawler.stats, guarded=guarded)
         middleware.crawler = crawler
         crawler.signals.connect(middleware.request_scheduled, signal=signals.request_scheduled)
         return middleware
@@ -144,8 +149,9 @@ class SSRFGuardMiddleware:
             self.gate.scope = Scope(domains)
 
     def guard(self) -> GuardedResolver | None:
-        """The reactor's guarded resolver, installed (wrapping the current one) if missing."""
-        if not is_reactor_installed():
+        """The reactor's guarded resolver, installed (wrapping the current one) if missing;
+        None with the guard off."""
+        if not self.guarded or not is_reactor_installed():
             return None  # no Twisted reactor: nothing connects through it
         from twisted.internet import reactor
 
