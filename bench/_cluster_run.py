@@ -80,6 +80,11 @@ class Run:
     def throughput(self) -> float:
         return self.pages / self.seconds
 
+    @property
+    def cpu_seconds(self) -> float:
+        """CPU of the crawl processes and of every Redis server, together."""
+        return self.crawl_cpu + self.redis_cpu
+
     def calls_per_page(self, name: str | None = None) -> list[float]:
         """Per node: commands (all, or ``name`` only) per page fetched."""
         return [(sum(c.values()) if name is None else c.get(name, 0)) / self.pages
