@@ -264,6 +264,10 @@ class Allocator:
             cap = max(rate * 5.0, 3 * self.runtime.default_cost())
             state = bucket.read()
             tokens = min(state.tokens, cap) if state.cycle else cap / 2
+            tokens = min(tokens, self.budget)
+            # What the cycle starts with counts towards its budget: the refill brings the rest,
+            # so a cycle's spend stays within its budget plus what is in flight at its end.
+            rate = max(self.budget - tokens, 0.0) / self.cycle_seconds
             bucket.configure(rate, cap, cycle.id, tokens)
         else:
             bucket.configure(0.0, self.budget, cycle.id, self.budget)
@@ -272,12 +276,19 @@ class Allocator:
     def close_cycle(self, cycle: Cycle) -> None:
         """Book the cycle's coverage, idle budget and freshness estimate."""
         runtime = self.runtime
+        if self.holding:
+            self.allocate(force=True)  # the figures as of now, not as of the last allocation
         queued, _, _ = runtime.queue.counts()
         published = runtime.published()
         fetched = int(published.get("fetched", runtime.pages.count()))  # pages, not sitemaps
         state = runtime.bucket.read()
+        runtime.flush()  # the costs of what landed, booked before they are read
+        booked = float(runtime.ledger.numbers(cycle.id).get("booked", 0.0))
+        # Unused: what the cycle's budget did not buy (the bucket supplies exactly the budget
+        # over a continuous cycle, so this is what nothing due could take, and what the bucket
+        # still held); a one-run cycle's leftover waits for no one either.
         figures = {"fetched": float(fetched), "waiting": float(queued),
-                   "known": float(fetched + queued), "idle": state.wasted,
+                   "known": float(fetched + queued), "idle": max(cycle.budget - booked, 0.0),
                    "granted": state.granted}
         for key in ("freshness", "freshness_value"):
             if key in published:

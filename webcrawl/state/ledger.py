@@ -17,7 +17,7 @@ Keys (crawl-wide slot, :mod:`webcrawl.state.layout`): ``cycle`` (hash: the curre
 | ``spent:<purpose>`` | booked per purpose (revisit, discovery, sitemap, robots, ...) |
 | ``fetches:<page type>``, ``cost:<page type>`` | fetches and their cost per page type |
 | ``new:<page type>``, ``changed:<page type>``, ``unchanged:<page type>`` | what they found |
-| ``idle`` | budget the cycle left unused while nothing was due (from the spend bucket) |
+| ``idle`` | budget the cycle left unused (its budget less what it booked), set at its close |
 | ``known``, ``fetched``, ``waiting``, ``never_fetched`` | coverage at the cycle's close |
 | ``planned:<purpose>``, ``alloc_seconds``, ... | what the allocator decided (latest run) |
 """
