@@ -10,6 +10,7 @@ import http.client
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -229,6 +230,8 @@ def test_429_holds_the_host_for_every_process_and_health_recovers(
     assert response.status == 429 and response.headers[b"Retry-After"] == b"1"
     before = runtime.clock.time()
     mw.process_response(request, response)
+    # Held in this process at once, before the queue has it: requests already popped wait.
+    assert runtime.hosts.held_until(host) >= time.monotonic() + 0.5
     runtime.batch.flush()
     held = float(runtime.client.hget(runtime.layout.shard(host).next, host))
     assert before + 1.0 - 0.05 <= held <= runtime.clock.time() + 1.0 + 0.05

@@ -65,10 +65,11 @@ class Wire:
 
 def build(delay: float = DELAY, *, slow: float = 5.0, connections: int = 2,
           claim: Callable[[str], float] | None = None,
+          held_until: Callable[[str], float] | None = None,
           sleep: Callable[[float], Awaitable[None]] = reactor_sleep) -> HostSpacingMiddleware:
     return HostSpacingMiddleware(MemoryStatsCollector(get_crawler()), delay_for=lambda host: delay,
-                                 claim=claim, slow_seconds=slow, max_connections=connections,
-                                 sleep=sleep)
+                                 claim=claim, held_until=held_until, slow_seconds=slow,
+                                 max_connections=connections, sleep=sleep)
 
 
 def test_a_request_waits_for_the_previous_one_to_leave_plus_the_delay() -> None:
@@ -93,6 +94,34 @@ def test_a_request_waits_for_the_previous_one_to_leave_plus_the_delay() -> None:
     wire.send(third)  # the delay has passed: no wait
     wire.wait_started(third.url, timeout=0.1)
     assert mw.stats.get_value("webcrawl/spacing/waited") == 1
+
+
+def test_a_request_popped_before_its_host_was_backed_off_waits_for_the_hold() -> None:
+    """A bad answer (a 429) arrives while the next request to its host is already in line: that
+    one waits until the process's hold of the host ends, not just the delay."""
+    holds: dict[str, float] = {}
+    mw = build(held_until=lambda host: holds.get(host, float("-inf")))
+    wire = Wire(mw)
+    first, second = queued("http://a.test/1"), queued("http://a.test/2")
+    other = queued("http://b.test/1")
+    wire.send(first)
+    wire.wait_started(first.url)
+    wire.send(second)
+    holds["a.test"] = time.monotonic() + 3 * DELAY  # the cost middleware saw a 429
+    wire.answer(first)
+    wire.send(other)
+    wire.wait_started(other.url)  # another host is not held
+    went = wire.wait_started(second.url, timeout=3.0)
+    assert went >= holds["a.test"]
+    assert went - wire.left[first.url] >= 3 * DELAY - 0.01
+    assert mw.stats.get_value("webcrawl/spacing/backed_off") == 1
+    # A host with no delay is held too.
+    free = build(delay=0.0, held_until=lambda host: holds.get(host, float("-inf")))
+    free_wire = Wire(free)
+    holds["c.test"] = time.monotonic() + 2 * DELAY
+    late = queued("http://c.test/1")
+    free_wire.send(late)
+    assert free_wire.wait_started(late.url, timeout=3.0) >= holds["c.test"]
 
 
 def test_requests_arriving_together_go_one_at_a_time_in_arrival_order() -> None:

@@ -227,6 +227,12 @@ class CostHealthMiddleware:
             self.stats.inc_value(HEALTH + f"bad/{reason}")
         op = attempt_op(ok, retry_after=retry_after, base=self.backoff_base, maximum=self.backoff_max,
                         half_life=self.half_life, time=self.runtime.clock.time())
+        hosts = self.runtime.hosts
+        if not ok:
+            # Held in this process at once: a request already popped for the host must not go
+            # out before the crawl's queue has the hold (the next flush).
+            hosts.hold(host, min(retry_after if retry_after is not None else self.backoff_base,
+                                 self.backoff_max))
 
         def answered(reply: list[Any]) -> None:
             streak, previous, hold = int(reply[0] or 0), int(reply[1] or 0), float(reply[2] or 0)
@@ -235,6 +241,7 @@ class CostHealthMiddleware:
                     self.stats.inc_value(HEALTH + "recovered")
                 return
             self.stats.inc_value(HEALTH + "backoff")
+            hosts.hold(host, hold)  # the streak's hold, as the queue keeps it
             if retry_after is not None:
                 self.stats.inc_value(HEALTH + "backoff/retry_after")
             if host not in self._backed_off:

@@ -16,6 +16,9 @@ So this middleware is the last word on when a request goes out:
   URL cannot stall the host's other pages for minutes. Politeness still counts starts, and a host
   never has more than ``WEBCRAWL_MAX_CONNECTIONS_PER_HOST`` (default 2) requests in flight from
   one process;
+- a request to a host this process backs off (a 429 or 503 answer, a timeout: the cost
+  middleware's hold, :meth:`webcrawl.state.hosts.HostStore.hold`) waits until the hold ends: it
+  may have been popped before the crawl's queue had the hold;
 - a request that did not come out of the crawl's queue (a robots.txt fetch, a download made by a
   component) first takes the host's turn in Redis (:meth:`CrawlQueue.claim`), so it counts for
   every process of the crawl.
@@ -29,7 +32,8 @@ any request that arrives later: a stopping crawl sends nothing new. The host's d
 says so, within seconds when another process learned it).
 
 Stats: ``webcrawl/spacing/waited`` (requests held for the delay), ``webcrawl/spacing/waited_seconds``,
-``webcrawl/spacing/slow_overlap`` (requests let out beside a slow one), ``webcrawl/spacing/claimed``,
+``webcrawl/spacing/slow_overlap`` (requests let out beside a slow one),
+``webcrawl/spacing/backed_off`` (requests that waited for a backoff hold of their host), ``webcrawl/spacing/claimed``,
 ``webcrawl/stop/given_back`` (requests given back unsent because the crawl was stopping).
 """
 
@@ -87,7 +91,8 @@ class HostSpacingMiddleware:
     """Hold each request until its host may take it (see the module docstring)."""
 
     def __init__(self, stats: StatsCollector, *, delay_for: Callable[[str], float],
-                 claim: Callable[[str], float] | None = None, slow_seconds: float = 10.0,
+                 claim: Callable[[str], float] | None = None,
+                 held_until: Callable[[str], float] | None = None, slow_seconds: float = 10.0,
                  max_connections: int = 2, clock: Callable[[], float] = time.monotonic,
                  sleep: Sleep = reactor_sleep) -> None:
         if max_connections < 1:
@@ -97,6 +102,7 @@ class HostSpacingMiddleware:
         self.stats = stats
         self.delay_for = delay_for
         self.claim = claim
+        self.held_until = held_until
         self.slow_seconds = slow_seconds
         self.max_connections = max_connections
         self.clock = clock
@@ -110,6 +116,7 @@ class HostSpacingMiddleware:
         settings = crawler.settings
         assert crawler.stats is not None
         middleware = cls(crawler.stats, delay_for=runtime.hosts.delay, claim=runtime.queue.claim,
+                         held_until=runtime.hosts.held_until,
                          slow_seconds=settings.getfloat("WEBCRAWL_SLOW_RESPONSE_SECONDS", 10.0),
                          max_connections=settings.getint("WEBCRAWL_MAX_CONNECTIONS_PER_HOST", 2))
         crawler.signals.connect(middleware.request_left, signal=signals.request_left_downloader)
@@ -142,12 +149,13 @@ class HostSpacingMiddleware:
             self._give_back(request)
         delay = self.delay_for(host)
         state = self._hosts.get(host)
-        if delay <= 0 and state is None and M.LEASE in request.meta:
+        if (delay <= 0 and state is None and M.LEASE in request.meta
+                and (self.held_until is None or self.held_until(host) <= self.clock())):
             return  # no delay to keep: requests to the host may overlap, as Scrapy allows
         if state is None:
             state = self._hosts[host] = _Host()
         arrived = self.clock()
-        held = False
+        held = backed_off = False
         ticket = object()
         state.line.append(ticket)
         try:
@@ -158,6 +166,11 @@ class HostSpacingMiddleware:
                 if state.line[0] is ticket:
                     now = self.clock()
                     ready = self._ready_at(state, self.delay_for(host))
+                    if ready is not None and self.held_until is not None:
+                        until = self.held_until(host)
+                        if until > now:
+                            ready = max(ready, until)
+                            backed_off = True
                     if ready is not None and ready <= now:
                         break
                     # Until the host's turn, or sooner if a request to it leaves (its turn
@@ -179,6 +192,8 @@ class HostSpacingMiddleware:
             self._changed(state)  # the next in line looks again
             raise
         now = self.clock()
+        if backed_off:
+            self.stats.inc_value("webcrawl/spacing/backed_off")
         if held:
             self.stats.inc_value("webcrawl/spacing/waited")
             self.stats.inc_value("webcrawl/spacing/waited_seconds", now - arrived)

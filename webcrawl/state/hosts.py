@@ -116,6 +116,8 @@ class HostStore:
         self._validators = _Cache(cache_size, cache_seconds)
         self._sitemaps = _Cache(cache_size, cache_seconds)
         self.sitemap_trust = sitemap_trust or TrustTracker(both_ways=True)
+        self._holds: OrderedDict[str, float] = OrderedDict()  # host -> held until (monotonic)
+        self._holds_size = cache_size
 
     def _read(self, command: str, key: str, host: str) -> Any:
         """A read for ``host``; None when Redis does not answer (callers keep what they knew:
@@ -138,6 +140,28 @@ class HostStore:
     def note_delay(self, host: str, seconds: float) -> None:
         """This process learned the host's delay (a Crawl-delay): use it at once."""
         self._delays.put(host, max(seconds, self.default_delay))
+
+    def hold(self, host: str, seconds: float) -> None:
+        """This process saw a bad answer from ``host`` and backs it off ``seconds`` from now:
+        requests of this process already popped for it wait too (the crawl's queue learns the
+        hold with the next flush, and pops nothing more of the host until it ends)."""
+        until = time.monotonic() + max(seconds, 0.0)
+        if until <= self._holds.get(host, -math.inf):
+            return
+        self._holds[host] = until
+        self._holds.move_to_end(host)
+        while len(self._holds) > self._holds_size:
+            self._holds.popitem(last=False)
+
+    def held_until(self, host: str) -> float:
+        """When this process's latest hold of ``host`` ends (``time.monotonic``; -inf: none)."""
+        until = self._holds.get(host)
+        if until is None:
+            return -math.inf
+        if until <= time.monotonic():
+            del self._holds[host]
+            return -math.inf
+        return until
 
     def health(self, host: str) -> DomainHealth:
         cached = self._health.get(host)
