@@ -143,3 +143,17 @@ def test_demo_keeps_every_cycle_and_numbers_them_as_the_report(tmp_path: Path) -
     assert every == [c for k in kept for c in k[1]]
     assert sum(1 for c in kept[1][1] + kept[2][1] if c["change"] == "changed") > 0
     assert not EmbeddedRedis(data)._alive(), "the demo left its redis-server running"
+
+
+def test_the_demo_server_on_a_busy_port_is_one_line_too(tmp_path: Path) -> None:
+    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.2", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        done = subprocess.run([sys.executable, "-m", "webcrawl.demo.serve", "--port", str(port),
+                               "--hosts", "2"], cwd=tmp_path, env=env, capture_output=True,
+                              text=True, timeout=60)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr, done.stderr
+    assert f"cannot listen on port {port}" in done.stderr and "--port 0" in done.stderr

@@ -119,12 +119,19 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(signum, lambda *_: stop.set())
     server = MultiHostServer(site, default_hosts(args["hosts"], args["first_host"]), args["port"],
                              args["log"])
-    with server:
+    try:
+        server.start()
+    except OSError as exc:
+        parser.exit(2, f"{parser.prog}: error: cannot listen on port {args['port']}: "
+                       f"{exc.strerror or exc}; --port 0 picks a free port\n")
+    try:
         info: dict[str, Any] = getattr(site, "ready_info", dict)()
         ready = {"site": args["site"], "hosts": server.hosts, "port": server.port,
                  "pid": os.getpid(), "seed": args["seed"], "options": options, **info}
         print("READY " + json.dumps(ready), flush=True)
         stop.wait()
+    finally:
+        server.stop()
     return 0
 
 

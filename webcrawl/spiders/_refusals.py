@@ -24,6 +24,8 @@ seconds since the epoch): the closing note reads the last two.
 from __future__ import annotations
 
 import logging
+import time
+from collections import OrderedDict
 from typing import TYPE_CHECKING
 
 from scrapy.exceptions import IgnoreRequest
@@ -40,6 +42,10 @@ if TYPE_CHECKING:
     from twisted.python.failure import Failure
 
 __all__ = ["Refusals", "refusal_of"]
+
+#: Origins whose robots.txt answer is remembered, and for how long (seconds).
+ANSWERS_KEPT = 10_000
+ANSWER_SECONDS = 60.0
 
 logger = logging.getLogger(__name__)
 
@@ -94,7 +100,9 @@ class Refusals:
         self.noting = settings.get("SCHEDULER", "").endswith("ReadyQueueScheduler")
         self.limit = settings.getint("WEBCRAWL_REFUSED_LIMIT", DEFAULT_LIMIT)
         self._store: RefusedStore | None = None
-        self._answers: dict[str, bool] = {}  # origin -> its robots.txt answer was unreachable
+        # origin -> (its robots.txt answer was unreachable, when read): bounded, and read again
+        # after ANSWER_SECONDS (the stored answer expires and is fetched anew)
+        self._answers: OrderedDict[str, tuple[bool, float]] = OrderedDict()
 
     def _runtime(self) -> CrawlRuntime:
         return CrawlRuntime.of(self.crawler)
@@ -126,11 +134,17 @@ class Refusals:
         origin = _origin(request)
         if origin is None or not self.noting:
             return "robots:disallowed"
-        unreachable = self._answers.get(origin)
+        now = time.monotonic()
+        known = self._answers.get(origin)
+        unreachable = known[0] if known is not None and now - known[1] < ANSWER_SECONDS else None
         if unreachable is None:
             store = self._runtime().robots.store
             fields = store.get(origin) if store is not None else None
-            unreachable = self._answers[origin] = _unreachable(fields)
+            unreachable = _unreachable(fields)
+            self._answers[origin] = (unreachable, now)
+            self._answers.move_to_end(origin)
+            while len(self._answers) > ANSWERS_KEPT:
+                self._answers.popitem(last=False)
             if unreachable and fields is not None:
                 until = float(fields.get("expires") or 0)
                 stats = self.crawler.stats
