@@ -206,6 +206,20 @@ def test_revisits_due_soon_come_out_early_only_when_asked_and_on_the_hosts_turn(
     assert again == [], "the host's turn holds for early revisits too"
 
 
+def test_new_urls_ready_now_go_before_early_revisits_whatever_the_order(state: State) -> None:
+    """Early revisits are for money that would idle: a host with new URLs waiting gives its turn
+    to them first, even when the order prefers revisits."""
+    host = "a.test"
+    now = state.server_time()
+    soon = "http://a.test/soon"
+    state.land(host, observe_op(soon, full=True, time=now, record_hash="ab" * 8))
+    state.land(host, interval_op(soon, 600.0, due_at=now + 5))
+    state.push(state.entry("http://a.test/new"))
+    shard = state.layout.shard_index(host)
+    first = state.queue.pop(shard, "me", 0, 1, "dn", ahead=10.0).items
+    assert [i.kind for i in first] == ["n"], "the new URL first, though revisits are preferred"
+
+
 def test_known_changes_make_a_page_due_only_where_it_follows_them(state: State) -> None:
     url, host = "http://a.test/p", "a.test"
     now = state.server_time()

@@ -136,6 +136,11 @@ class CrawlRuntime:
         self.failed = False
         self._closed = False
         self._outage_since: float | None = None
+        self._published: dict[str, float] = {}
+        # Reads about hosts during an outage keep what they knew rather than wait out a timeout
+        # each (the reactor would stall for seconds per host); a failed read starts an outage.
+        self.hosts.offline = lambda: self.failed or self._outage_since is not None
+        self.hosts.on_error = self._read_failed
         self.outage_seconds = settings.getfloat("WEBCRAWL_REDIS_OUTAGE_SECONDS", 30.0)
         crawler.signals.connect(self._publish_round_trips, signal=signals.spider_closed, weak=False)
         crawler.signals.connect(self.close, signal=signals.engine_stopped, weak=False)
@@ -213,7 +218,13 @@ class CrawlRuntime:
     def published(self) -> dict[str, float]:
         """What the allocator last published (``alloc``: typical cost, known pages, backlog, mean
         cost per page type as ``cost:<type>``)."""
-        return self.parse_published(self.client.hgetall(self.layout.alloc))
+        if self.failed or self.in_outage:
+            return self._published
+        try:
+            self._published = self.parse_published(self.client.hgetall(self.layout.alloc))
+        except _TRANSIENT as exc:
+            self.fail(exc)  # an outage: what was read last serves meanwhile
+        return self._published
 
     @staticmethod
     def parse_published(raw: dict[Any, Any]) -> dict[str, float]:
@@ -270,6 +281,10 @@ class CrawlRuntime:
         replies = self.riding.carry(list(builds), self.batch.flush)
         self.answered()
         return replies
+
+    def _read_failed(self, exc: Exception) -> None:
+        if isinstance(exc, _TRANSIENT):
+            self.fail(exc)
 
     @property
     def in_outage(self) -> bool:

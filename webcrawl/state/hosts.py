@@ -14,6 +14,7 @@ import struct
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import redis
@@ -117,14 +118,22 @@ class HostStore:
         self._sitemaps = _Cache(cache_size, cache_seconds)
         self.sitemap_trust = sitemap_trust or TrustTracker(both_ways=True)
         self._holds: OrderedDict[str, float] = OrderedDict()  # host -> held until (monotonic)
+        #: Whether Redis is known not to answer now (an outage): reads then keep what they knew
+        #: without waiting for a timeout each. ``on_error`` hears of each failed read.
+        self.offline: Callable[[], bool] = lambda: False
+        self.on_error: Callable[[Exception], None] | None = None
         self._holds_size = cache_size
 
     def _read(self, command: str, key: str, host: str) -> Any:
         """A read for ``host``; None when Redis does not answer (callers keep what they knew:
         an outage must not fail the request that asked)."""
+        if self.offline():
+            return _UNANSWERED
         try:
             return getattr(self.client, command)(key, host)
-        except redis.RedisError:
+        except redis.RedisError as exc:
+            if self.on_error is not None:
+                self.on_error(exc)
             return _UNANSWERED
 
     def delay(self, host: str) -> float:

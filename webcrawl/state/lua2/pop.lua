@@ -11,7 +11,8 @@
 -- KEYS: ready_new, ready_due, frontier, due, next, delay, leases, leased, excluded, queued, pages,
 --       validators, op
 -- Revisits due within ARGV ahead seconds may come out early (a caller whose money would otherwise
--- sit idle), on hosts whose turn has come, earliest first.
+-- sit idle), on hosts whose turn has come, earliest first, and only when no host has work of
+-- either kind ready now (new URLs waiting go first).
 -- ARGV: owner, first lease number, max, order, default delay, lease seconds, op ttl, share, ahead
 -- Returns {now, queued, earliest new, earliest due, dropped, then per item:
 --          lease id, kind, payload (n) or url (d), page record or '', validators or '', delay, host}
@@ -47,14 +48,15 @@ while popped < max and guard < 4 * max + 16 do
     local k = string.sub(order, i, i)
     local ready = k == 'n' and K.ready_new or K.ready_due
     local h = redis.call('ZRANGEBYSCORE', ready, '-inf', now, 'LIMIT', 0, 1)[1]
-    if not h and k == 'd' and ahead > 0 then
-      -- Early revisits: a host whose first revisit is due soon and whose turn has come.
-      local soon = redis.call('ZRANGEBYSCORE', ready, '-inf', now + ahead, 'LIMIT', 0, 16)
-      for _, c in ipairs(soon) do
-        if tonumber(redis.call('HGET', K.next, c) or 0) <= now then h = c break end
-      end
-    end
     if h then host, kind = h, k break end
+  end
+  if not host and ahead > 0 and string.find(order, 'd', 1, true) then
+    -- Early revisits, only when no work of either kind is ready now: a host whose first
+    -- revisit is due soon and whose turn has come.
+    local soon = redis.call('ZRANGEBYSCORE', K.ready_due, '-inf', now + ahead, 'LIMIT', 0, 16)
+    for _, c in ipairs(soon) do
+      if tonumber(redis.call('HGET', K.next, c) or 0) <= now then host, kind = c, 'd' break end
+    end
   end
   if not host then break end
   if redis.call('SISMEMBER', K.excluded, host) == 1 then
