@@ -34,6 +34,12 @@ CASES: list[tuple[list[str], list[str]]] = [
                                                    "WEBCRAWL_DATA_DIR"]),
     (["exclude", "not/a/host"], ["'not/a/host' is not a host name"]),
     (["crawlstate", "nosuch"], ["no crawl 'nosuch'", "holds no crawl state"]),
+    (["crawlstate", "demo", "-s", "WEBCRAWL_REDIS_URL=redis://127.0.0.1:1"],
+     ["Redis at redis://127.0.0.1:1 does not answer", "WEBCRAWL_REDIS_URL"]),
+    (["report", "demo", "-s", "WEBCRAWL_REDIS_URL=redis://127.0.0.1:1"],
+     ["Redis at redis://127.0.0.1:1 does not answer", "WEBCRAWL_REDIS_URL"]),
+    (["exclude", "example.org", "-s", "WEBCRAWL_REDIS_URL=redis://127.0.0.1:1"],
+     ["Redis at redis://127.0.0.1:1 does not answer", "WEBCRAWL_REDIS_URL"]),
 ]
 
 
@@ -47,7 +53,7 @@ def outcomes(tmp_path_factory: pytest.TempPathFactory
     return {i: (folders[i], done[i]) for i in range(len(CASES))}
 
 
-@pytest.mark.parametrize("case", range(len(CASES)), ids=[" ".join(c[0][:2]) for c in CASES])
+@pytest.mark.parametrize("case", range(len(CASES)), ids=[" ".join(c[0][:2]) + (" redis" if "REDIS_URL" in " ".join(c[0]) else "") for c in CASES])
 def test_mistake_before_start_is_one_line(
         case: int, outcomes: dict[int, tuple[Path, subprocess.CompletedProcess[str]]]) -> None:
     folder, done = outcomes[case]

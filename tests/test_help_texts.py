@@ -18,7 +18,7 @@ UNWANTED = re.compile(r":(class|func|meth|mod|attr):|``|\bissues?\b|\bsessions?\
                       r"(?<![\w.])/(usr|home|work|tmp|opt|root)/", re.I)
 
 
-@pytest.mark.parametrize("name", ["crawl", "crawlstate", "exclude", "body", "checksites"])
+@pytest.mark.parametrize("name", ["crawl", "crawlstate", "exclude", "body", "checksites", "report"])
 def test_command_help(name: str) -> None:
     command = import_module(f"webcrawl.commands.{name}").Command()
     command.settings = Settings()
@@ -38,3 +38,17 @@ def test_demo_server_help(capsys: pytest.CaptureFixture[str]) -> None:
     text = capsys.readouterr().out
     assert "READY" in text and "--root" in text
     assert not UNWANTED.findall(text), text
+
+
+def test_user_facing_text_never_speaks_of_how_it_was_built() -> None:
+    """README, docs and the package's own text name the product, never work items ("issue 5")."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    files = [root / "README.md", *(root / "docs").glob("*.md"), *(root / "webcrawl").rglob("*.py")]
+    pattern = re.compile(r"\bissues? #?\d+", re.I)
+    found = [f"{f.relative_to(root)}:{n}" for f in files
+             for n, line in enumerate(f.read_text(encoding="utf-8").splitlines(), 1)
+             if pattern.search(line)]
+    assert not found, found
