@@ -115,6 +115,13 @@ def test_discovery_takes_its_share_while_new_urls_wait() -> None:
     # Enough for the backlog in about 30 s: 150 pages at 1 over 30 s of a 10/s budget.
     assert many.figures["discovery_share"] == pytest.approx(0.5)
     assert flood.figures["discovery_share"] == DISCOVERY_MAX
+    # Short cycles: the backlog within half a cycle (20 s cycles: 150 pages over 10 s of 10/s).
+    short = plan(alloc_input(rows, host, budget_rate=10.0, shares=shares, backlog=150,
+                             cycle_seconds=20.0))
+    assert short.figures["discovery_share"] == DISCOVERY_MAX
+    brief = plan(alloc_input(rows, host, budget_rate=10.0, shares=shares, backlog=50,
+                             cycle_seconds=20.0))
+    assert brief.figures["discovery_share"] == pytest.approx(0.5)
     for result in (few, many, flood):
         share = result.figures["discovery_share"]
         assert result.figures["plan:discovery"] == pytest.approx(share * 10.0)

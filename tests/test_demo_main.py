@@ -80,9 +80,9 @@ def test_a_busy_port_is_one_line_with_the_way_out(tmp_path: Path) -> None:
 
 def allowed(budget: float, cycle_seconds: float) -> float:
     """The most a continuous cycle may spend: its budget, what the spend bucket carried into it
-    (at most 5 s of the budget rate; half that on a new crawl), the second of refill before the
+    (at most 3 s of the budget rate; half that on a new crawl), the second of refill before the
     tick that ends the cycle, and what was in flight then (two connections to each of 4 hosts)."""
-    return budget + (5.0 + 1.0) * budget / cycle_seconds + 8
+    return budget + (3.0 + 1.0) * budget / cycle_seconds + 8
 
 
 def test_demo_keeps_every_cycle_and_numbers_them_as_the_report(tmp_path: Path) -> None:

@@ -225,7 +225,7 @@ def test_a_continuous_crawls_report_gives_coverage_idle_budget_and_freshness_at_
     with start_server_process("shop", 3, tmp_path / "server.log", seed=3, time_scale=600.0,
                               products=24, categories=2, blog_posts=0) as server:
         # 100 requests a second: more than the shop's three hosts take (0.9 / 0.05 s each), so
-        # once the bucket holds its cap (5 s of budget) the rest of each cycle's budget is idle.
+        # once the bucket holds its cap (3 s of budget) the rest of each cycle's budget is idle.
         shop.write_site(tmp_path, budget=300, cycle_seconds=3,
                         extra="continuous = true\nstop_after_seconds = 6.5")
         settings = shop.settings(redis_url, tmp_path, server.port, "live", WEBCRAWL_ALLOCATOR_SECONDS=0.5)

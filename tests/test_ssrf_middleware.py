@@ -373,5 +373,5 @@ def test_two_crawlers_in_one_process_keep_their_own_allowances(tmp_path, sites):
     stats = json.loads((tmp_path / "s.json").read_text())
     assert sites["local"].log == ["/lab"]
     assert stats["lab"].get("downloader/response_count") == 1
-    assert stats["public"].get("ssrf/refused/loopback") == 1, stats["public"]
+    assert stats["public"].get("ssrf/refused/loopback") == 1, json.dumps(stats["public"])
     assert "downloader/response_count" not in stats["public"]

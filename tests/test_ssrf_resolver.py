@@ -146,5 +146,8 @@ def test_each_connection_is_judged_by_the_allowance_of_the_crawler_making_it(tab
         with connecting_for(other):
             assert lookup(resolver, "lab.example") == []
         assert lookup(resolver, "lab.example") == ["127.0.0.2"]
+    # One crawler's success does not hide the other's refusal (its middleware counts it).
+    assert resolver.recent_refusal("lab.example", other).reason == "loopback"
+    assert resolver.recent_refusal("lab.example", lab) is None
     with connecting_for(lab):
         assert lookup(resolver, "metadata.example") == []  # never, whatever the allowance

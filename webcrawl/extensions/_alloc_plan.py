@@ -48,7 +48,7 @@ TIER_VALUES = np.array([1.0, 1.0, 3.0, 10.0, 30.0])  # index 0: no tier
 #: is the crawl's scarcest resource; turns the plan leaves unused go to early revisits anyway.
 UTILISATION = 1.0
 #: While new URLs wait, discovery takes up to this share of the budget, enough to fetch the
-#: backlog in about DISCOVERY_SECONDS.
+#: backlog in about DISCOVERY_SECONDS (half a cycle when cycles are shorter).
 DISCOVERY_MAX = 0.8
 DISCOVERY_SECONDS = 30.0
 #: Listing pages and seeds are read at least once in this many cycles (new pages appear there).
@@ -225,7 +225,9 @@ def plan(a: AllocInput) -> AllocResult:
     # the site's share while any wait.
     share_d = 0.0
     if a.backlog > 0:
-        wanted = a.backlog * typical / max(R * DISCOVERY_SECONDS, 1e-9)
+        # ... fetched within DISCOVERY_SECONDS, and within half a cycle when cycles are shorter.
+        horizon = min(DISCOVERY_SECONDS, max(a.cycle_seconds, 1e-9) / 2)
+        wanted = a.backlog * typical / max(R * horizon, 1e-9)
         share_d = min(DISCOVERY_MAX, max(a.shares["discovery"], wanted))
     capacity_left = capacity * (1.0 - share_d)
 

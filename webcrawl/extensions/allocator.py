@@ -91,6 +91,11 @@ def _positive(settings: Any, name: str, default: Any) -> float | None:
     return value
 
 
+#: A continuous cycle's bucket holds at most this many seconds of its budget rate: after a stall
+#: the spend catches up by at most that much, so any 10-second window stays within 1.3x the rate
+#: (plus what is in flight).
+BUCKET_SECONDS = 3.0
+
 class Allocator:
     """See the module docstring."""
 
@@ -261,7 +266,7 @@ class Allocator:
         bucket = self.runtime.bucket
         if self.continuous:
             rate = self.budget / self.cycle_seconds
-            cap = max(rate * 5.0, 3 * self.runtime.default_cost())
+            cap = max(rate * BUCKET_SECONDS, 3 * self.runtime.default_cost())
             state = bucket.read()
             tokens = min(state.tokens, cap) if state.cycle else cap / 2
             tokens = min(tokens, self.budget)

@@ -203,7 +203,7 @@ class SSRFGuardMiddleware:
             return
         host = urlparse_cached(request).hostname or ""
         guard = self.guard()
-        refusal = guard.recent_refusal(host) if guard is not None else None
+        refusal = guard.recent_refusal(host, self.policy) if guard is not None else None
         if refusal is not None:
             self._refuse(request, refusal.reason, host)
 

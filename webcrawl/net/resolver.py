@@ -92,7 +92,7 @@ class GuardedResolver:
         self.policy = policy
         self.inner = inner
         self.refusal_seconds = refusal_seconds
-        self._refusals: OrderedDict[str, Refusal] = OrderedDict()
+        self._refusals: OrderedDict[str, dict[frozenset[Any], Refusal]] = OrderedDict()
 
     @classmethod
     def from_crawler(cls, crawler: Any, reactor: Any) -> Self:
@@ -111,13 +111,24 @@ class GuardedResolver:
         """Widen the fallback allowance (each crawler adds its own; see the module docstring)."""
         self.policy.allow(networks)
 
-    def recent_refusal(self, host: str) -> Refusal | None:
-        """The refusal of ``host`` in the last ``refusal_seconds``, if any."""
-        refusal = self._refusals.get(host.lower())
-        if refusal is not None and refusal.until <= time.monotonic():
+    def recent_refusal(self, host: str, policy: AddressPolicy | None = None) -> Refusal | None:
+        """The refusal of ``host`` in the last ``refusal_seconds``, if any: with ``policy``, one
+        whose addresses that policy refuses too (several crawlers in a process each have their
+        own allowance, and one's success must not hide another's refusal)."""
+        kept = self._refusals.get(host.lower())
+        if not kept:
+            return None
+        now = time.monotonic()
+        for key, refusal in list(kept.items()):
+            if refusal.until <= now:
+                del kept[key]
+        if not kept:
             del self._refusals[host.lower()]
             return None
-        return refusal
+        for refusal in reversed(kept.values()):
+            if policy is None or any(policy.refusal(a) is not None for a in refusal.addresses):
+                return refusal
+        return None
 
     def resolveHostName(  # noqa: N802 (Twisted's interface)
         self,
@@ -144,14 +155,20 @@ class GuardedResolver:
             reason = policy.refusal(text)
             if reason is not None:
                 until = time.monotonic() + self.refusal_seconds
-                self._remember(host, Refusal(reason, hosts, until))
+                self._remember(host, Refusal(reason, hosts, until), policy)
                 logger.debug("SSRF guard: %s resolves to %s (%s): refused", host, text, reason)
                 return []
-        self._refusals.pop(host.lower(), None)
+        kept = self._refusals.get(host.lower())
+        if kept is not None:
+            kept.pop(frozenset(policy.allowed), None)  # this allowance's refusal is over
+            if not kept:
+                del self._refusals[host.lower()]
         return addresses
 
-    def _remember(self, host: str, refusal: Refusal) -> None:
-        self._refusals[host.lower()] = refusal
+    def _remember(self, host: str, refusal: Refusal, policy: AddressPolicy) -> None:
+        kept = self._refusals.setdefault(host.lower(), {})
+        kept.pop(frozenset(policy.allowed), None)
+        kept[frozenset(policy.allowed)] = refusal
         self._refusals.move_to_end(host.lower())
         while len(self._refusals) > REFUSAL_MEMORY:
             self._refusals.popitem(last=False)
