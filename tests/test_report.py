@@ -258,3 +258,18 @@ def test_a_page_types_freshness_names_the_pages_it_covers(redis_url: str, tmp_pa
     assert done.returncode == 0, done.stderr
     assert table_row(done.stdout, "product")[9] == "(6_pages)"
     assert table_row(done.stdout, "category")[9] == "(4_pages)"
+
+
+def test_the_freshness_now_says_why_it_differs_from_the_last_cycles() -> None:
+    from webcrawl.commands._reportdata import TOTAL_ROW, CycleFigures, Row
+    from webcrawl.commands._reporttext import freshness_note
+
+    cycle = CycleFigures(id=4, started=0.0, rows={TOTAL_ROW: Row(freshness=0.9, pages=10)},
+                         freshness_at=100.0)
+    below = freshness_note([cycle], 0.8, 200.0)
+    assert below and "below the 90" in below and "cycle 4" in below and "ages" in below
+    above = freshness_note([cycle], 0.95, 200.0)
+    assert above and "above the 90" in above
+    assert freshness_note([cycle], 0.9, 200.0) is None  # no difference, nothing to say
+    assert freshness_note([cycle], 0.8, 100.0) is None  # the same estimate
+    assert freshness_note([], 0.8, 200.0) is None
