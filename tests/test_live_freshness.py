@@ -24,6 +24,7 @@ from bench.liveweb import ScenarioParams, ServerProcess, evaluate_log
 from bench.liveweb.crawlers import Invocation, _stop_daemon, webcrawl_invocation
 from bench.liveweb.evaluate import _billable
 from bench.liveweb.process import read_log
+from webcrawl.extensions.allocator import BUCKET_SECONDS
 
 SEEDS = (1, 2)
 POLICIES = ("learned", "uniform")
@@ -119,8 +120,12 @@ def test_the_learned_policy_finds_more_changes_per_credit_than_uniform(
 
 def test_spend_is_steady_and_within_the_budget_rate(
         runs: dict[tuple[int, str], dict[str, Any]]) -> None:
-    """After the first discovery pass, every 10-second window spends between half and 1.3 times
-    the budget rate (the bucket holds at most a few seconds of tokens)."""
+    """After the first discovery pass, every 10-second window spends at least half the budget
+    rate, and at most the rate plus what the bucket holds (BUCKET_SECONDS of it: the catch-up
+    after a stall or a host's Retry-After) plus what can be in flight (two connections to each
+    host, a credit each); over the run, at least 0.85 of the rate."""
+    hosts = len(ScenarioParams.small().shops)
+    upper = 1.0 + BUCKET_SECONDS / WINDOW + 2 * hosts / (WINDOW * BUDGET)
     for key, result in runs.items():
         end = result["end"]
         windows = []
@@ -129,7 +134,7 @@ def test_spend_is_steady_and_within_the_budget_rate(
             credits = sum(_billable(e) for e in result["entries"] if t <= e["t"] < t + WINDOW)
             windows.append(credits / WINDOW / BUDGET)
             t += WINDOW
-        assert windows and min(windows) >= 0.5 and max(windows) <= 1.3, (
+        assert windows and min(windows) >= 0.5 and max(windows) <= upper, (
             f"{key}: spend per window / budget rate {[round(w, 2) for w in windows]}")
         assert result["window"]["spend_vs_budget"] >= 0.85, (key, result["window"]["spend_vs_budget"])
 
