@@ -16,6 +16,7 @@ Run: ``./run bench liveweb [--minutes 10] [--seeds 1,2,3] [--budget 10] [--warmu
 from __future__ import annotations
 
 import argparse
+from concurrent.futures import ThreadPoolExecutor
 import json
 import shutil
 import sys
@@ -46,7 +47,12 @@ def _parse(argv: list[str]) -> argparse.Namespace:
                         help="run webcrawl from this checkout (default: this repository)")
     parser.add_argument("--keep", help="keep logs and results in this folder")
     parser.add_argument("--no-doc", action="store_true", help="do not write docs/benchmarks.md")
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="runs at once, each on its own server and ports (default 1: one "
+                             "after another; 2 runs a seed's two crawlers side by side)")
     args = parser.parse_args(argv)
+    if args.jobs < 1:
+        parser.error(f"--jobs: expected at least 1, got {args.jobs}")
     try:
         args.seed_list = [int(s) for s in args.seeds.split(",") if s.strip()]
     except ValueError:
@@ -79,21 +85,29 @@ def main(argv: list[str] | None = None) -> None:
     crawlers = list(CRAWLERS) if args.crawlers == "both" else [args.crawlers]
     root = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="liveweb-"))
     print(f"runs in {root}", flush=True)
-    results: dict[int, dict[str, dict[str, Any]]] = {}
+    results: dict[int, dict[str, dict[str, Any]]] = {seed: {} for seed in args.seed_list}
+    runs = []
     for k, seed in enumerate(args.seed_list):
         make = ScenarioParams.small if args.small else ScenarioParams
         params = make(seed=seed, minutes=args.minutes)
         order = crawlers if k % 2 == 0 else crawlers[::-1]
-        results[seed] = {}
-        for crawler in order:
-            started = time.monotonic()
-            print(f"seed {seed}: {crawler} for {args.minutes:g} min ...", flush=True)
-            result = run_one(crawler, params, args.budget, args.warmup,
-                             root / f"seed{seed}-{crawler}", args.webcrawl_source)
-            results[seed][crawler] = result
-            w = result["window"]
-            print(f"  freshness {w['freshness']:.3f}, credits {w['credits']}, "
-                  f"exit {result['exit_status']}, {time.monotonic() - started:.0f} s", flush=True)
+        runs += [(seed, crawler, params) for crawler in order]
+
+    def one(run: tuple[int, str, ScenarioParams]) -> None:
+        seed, crawler, params = run
+        started = time.monotonic()
+        print(f"seed {seed}: {crawler} for {args.minutes:g} min ...", flush=True)
+        result = run_one(crawler, params, args.budget, args.warmup,
+                         root / f"seed{seed}-{crawler}", args.webcrawl_source)
+        results[seed][crawler] = result
+        w = result["window"]
+        print(f"  seed {seed}, {crawler}: freshness {w['freshness']:.3f}, credits {w['credits']}, "
+              f"exit {result['exit_status']}, {time.monotonic() - started:.0f} s", flush=True)
+
+    with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        for future in [pool.submit(one, run) for run in runs]:
+            future.result()
+    results = {seed: {c: results[seed][c] for c in crawlers} for seed in args.seed_list}
     body = per_seed_tables(results, crawlers)
     if len(results) > 1:
         body += "\n\n" + summary_tables(results, crawlers)
@@ -125,7 +139,9 @@ def _preamble(args: argparse.Namespace, crawlers: list[str]) -> str:
     warmup = args.warmup if args.warmup is not None else 0.2 * p.duration
     return (f"{len(p.shops)} shops, {pages} pages; {args.minutes:g}-minute runs at "
             f"{args.budget:g} credits/s, seeds {args.seeds}; scored after a {warmup:g} s "
-            f"warm-up; crawlers: {', '.join(crawlers)}. Shared 2-core machine: figures are "
+            f"warm-up; crawlers: {', '.join(crawlers)}"
+            + (f"; {args.jobs} runs at a time, each on its own server" if args.jobs > 1 else "")
+            + ". Shared 2-core machine: figures are "
             "indicative, ratios matter. Test web and scoring: bench/liveweb/__init__.py."
             + ("" if args.webcrawl_source == REPO else
                f" webcrawl was run from another checkout ({args.webcrawl_source}).")
