@@ -130,7 +130,8 @@ def test_redis_going_away_stops_the_crawl_and_loses_nothing(site: ServerProcess,
     folder = tmp_path / "redis"
     folder.mkdir()
     server = start_persistent_redis(folder)
-    common = settings(f"unix://{folder / 'r.sock'}", 0.1, WEBCRAWL_LEASE_SECONDS=2)
+    common = settings(f"unix://{folder / 'r.sock'}", 0.1, WEBCRAWL_LEASE_SECONDS=2,
+                      WEBCRAWL_REDIS_OUTAGE_SECONDS=3)  # the outage is given up after 3 s
     try:
         crawl = start_crawl("follow", common, tmp_path, {"seeds": seeds(site)}, "first.log")
         wait_for(lambda: len(site.read_log()) >= PAGES // 3, 60, "a third of the site to be fetched")
