@@ -59,20 +59,27 @@ def test_help_speaks_of_the_product() -> None:
         assert leak not in text, f"{leak!r} in --help:\n{text}"
 
 
+def on_a_busy_port(module: str, args: list[str], cwd: Path, env: dict[str, str]
+                   ) -> tuple[int, subprocess.CompletedProcess[str]]:
+    """``python -m module --port P *args`` while P is taken on 127.0.0.2: the port, the outcome
+    (one line on stderr, exit 2)."""
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.2", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        done = subprocess.run([sys.executable, "-m", module, "--port", str(port), *args], cwd=cwd,
+                              env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr, done.stderr
+    return port, done
+
+
 def test_a_busy_port_is_one_line_with_the_way_out(tmp_path: Path) -> None:
     data = tmp_path / "data"
     env = dict(os.environ, WEBCRAWL_DATA_DIR=str(data),
                PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     env.pop("WEBCRAWL_REDIS_URL", None)
-    with socket.socket() as busy:
-        busy.bind(("127.0.0.2", 0))
-        busy.listen()
-        port = busy.getsockname()[1]
-        done = subprocess.run([sys.executable, "-m", "webcrawl.demo", "--port", str(port),
-                               "--cycles", "1"], cwd=tmp_path, env=env, capture_output=True,
-                              text=True, timeout=120)
-    assert done.returncode == 2, done.stdout + done.stderr
-    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr, done.stderr
+    port, done = on_a_busy_port("webcrawl.demo", ["--cycles", "1"], tmp_path, env)
     assert f"the demo shop did not start on port {port}" in done.stderr
     assert "Address already in use" in done.stderr and "--port 0 picks a free port" in done.stderr
     assert not EmbeddedRedis(data)._alive(), "the demo left its redis-server running"
@@ -147,13 +154,5 @@ def test_demo_keeps_every_cycle_and_numbers_them_as_the_report(tmp_path: Path) -
 
 def test_the_demo_server_on_a_busy_port_is_one_line_too(tmp_path: Path) -> None:
     env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    with socket.socket() as busy:
-        busy.bind(("127.0.0.2", 0))
-        busy.listen()
-        port = busy.getsockname()[1]
-        done = subprocess.run([sys.executable, "-m", "webcrawl.demo.serve", "--port", str(port),
-                               "--hosts", "2"], cwd=tmp_path, env=env, capture_output=True,
-                              text=True, timeout=60)
-    assert done.returncode == 2, done.stdout + done.stderr
-    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr, done.stderr
+    port, done = on_a_busy_port("webcrawl.demo.serve", ["--hosts", "2"], tmp_path, env)
     assert f"cannot listen on port {port}" in done.stderr and "--port 0" in done.stderr
