@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from bench._realsites_nginx import Nginx
+from tests.crawls import wait_for
 
 pytestmark = pytest.mark.skipif(shutil.which("nginx") is None and not Path("/usr/sbin/nginx").exists(),
                                 reason="nginx is not installed (bench realsites installs it)")
@@ -28,6 +29,8 @@ def test_nginx_logs_the_file_behind_each_url(tmp_path: Path) -> None:
             response.read()
             statuses.append(response.status)
         connection.close()
+        # nginx writes an access-log line after its answer has gone: wait for the four.
+        wait_for(lambda: len(nginx.read_log("one")) >= 4, 10, "nginx's four log lines")
         log = nginx.read_log("one")
         assert nginx.cpu_seconds() >= 0
     assert statuses == [200, 301, 200, 404]

@@ -28,7 +28,7 @@ from webcrawl.extensions.allocator import BUCKET_SECONDS
 
 SEEDS = (1, 2)
 POLICIES = ("learned", "uniform")
-MINUTES = 1.5
+MINUTES = 2.0
 BUDGET = 4.0  # credits per second
 CYCLE = 20.0  # seconds: several allocations and cycles within the run
 WINDOW = 10.0  # seconds per spend window
