@@ -196,7 +196,7 @@ def report(runs: list[Run], site: PoliteSite, args: argparse.Namespace, load: fl
                 f"{growth(r, total):+.1f}"] for r in runs]
     return "\n\n".join([
         f"{len(site.hosts):,} hosts x {site.pages} pages ({total:,} pages, 2-6 KB), {SEEDS} seed "
-        f"hosts, every page fetched once; concurrency {CONCURRENCY['CONCURRENT_REQUESTS']} "
+        f"hosts, each page fetched at most once; concurrency {CONCURRENCY['CONCURRENT_REQUESTS']} "
         f"({CONCURRENCY['CONCURRENT_REQUESTS_PER_DOMAIN']} per host), {args.delay} s per host. "
         f"webcrawl: default settings, WEBCRAWL_SEEN_CACHE_SIZE={args.seen_cache:,}, its embedded "
         "redis-server (another process, not counted). vanilla: Scrapy CrawlSpider + "
