@@ -19,7 +19,8 @@ import pytest
 from scrapy.exceptions import IgnoreRequest
 from scrapy.http import Request
 
-from webcrawl.middlewares.robots import RobotsMiddleware, origin_of
+from webcrawl.middlewares.robots import RobotsMiddleware
+from webcrawl.robots.cache import origin_of
 from webcrawl.robots import RobotsPolicy
 from webcrawl.robots.cache import RobotsCache
 

@@ -45,7 +45,7 @@ from twisted.internet.defer import CancelledError, Deferred
 
 from webcrawl import stopping
 from webcrawl.net.scope import OffsiteRefused
-from webcrawl.robots.cache import RobotsCache
+from webcrawl.robots.cache import RobotsCache, origin_of
 from webcrawl.runtime import CrawlRuntime
 from webcrawl.state.hosts import delay_op
 from webcrawl.robots.policy import (
@@ -71,22 +71,6 @@ logger = logging.getLogger(__name__)
 DelaySetter = Callable[[str, float], None]
 Downloader = Callable[[Request], "Awaitable[Response]"]
 SitemapSink = Callable[[str, list[str]], None]  # origin, sitemap URLs of its robots.txt
-_DEFAULT_PORTS = {"http": 80, "https": 443}
-
-
-def origin_of(request: Request) -> str | None:
-    """``scheme://host:port`` of an http(s) request (host lower-cased), else None."""
-    parts = urlparse_cached(request)
-    if parts.scheme not in _DEFAULT_PORTS or not parts.hostname:
-        return None
-    try:
-        port = parts.port or _DEFAULT_PORTS[parts.scheme]
-    except ValueError:
-        return None
-    host = parts.hostname.lower()
-    host = f"[{host}]" if ":" in host else host
-    return f"{parts.scheme}://{host}:{port}"
-
 
 class RobotsMiddleware:
     """Refuse (``IgnoreRequest``) requests that robots.txt disallows; see the module docstring."""

@@ -22,14 +22,36 @@ from __future__ import annotations
 
 import logging
 from collections import OrderedDict
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from scrapy.utils.httpobj import urlparse_cached
 
 from webcrawl.clock import Clock, SystemClock
 from webcrawl.robots.policy import MAX_CACHE_SECONDS, Kind, RobotsPolicy, Verdict
 from webcrawl.state.errors import StateError
 from webcrawl.state.robots import RobotsStore, robots_key
 
-__all__ = ["RobotsCache", "robots_key"]
+if TYPE_CHECKING:
+    from scrapy.http import Request
+
+__all__ = ["RobotsCache", "origin_of", "robots_key"]
+
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def origin_of(request: Request) -> str | None:
+    """``scheme://host:port`` of an http(s) request (host lower-cased), as the cache keys its
+    answers; else None."""
+    parts = urlparse_cached(request)
+    if parts.scheme not in _DEFAULT_PORTS or not parts.hostname:
+        return None
+    try:
+        port = parts.port or _DEFAULT_PORTS[parts.scheme]
+    except ValueError:
+        return None
+    host = parts.hostname.lower()
+    host = f"[{host}]" if ":" in host else host
+    return f"{parts.scheme}://{host}:{port}"
 
 logger = logging.getLogger(__name__)
 

@@ -32,6 +32,7 @@ from scrapy.exceptions import IgnoreRequest
 from scrapy.utils.httpobj import urlparse_cached
 from w3lib.url import canonicalize_url
 
+from webcrawl.robots.cache import origin_of
 from webcrawl.runtime import CrawlRuntime
 from webcrawl.state.errors import StateError
 from webcrawl.state.refused import DEFAULT_LIMIT, RefusedStore
@@ -52,7 +53,6 @@ logger = logging.getLogger(__name__)
 SSRF_PREFIX = "SSRF guard: "
 ROBOTS_MESSAGE = "Forbidden by robots.txt"
 STATS = "webcrawl/refused/"
-_DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
 def refusal_of(failure: Failure) -> str | None:
@@ -66,19 +66,6 @@ def refusal_of(failure: Failure) -> str | None:
     if text == ROBOTS_MESSAGE:
         return "robots"
     return None
-
-
-def _origin(request: Request) -> str | None:
-    """``scheme://host:port`` as the robots cache keys it."""
-    parts = urlparse_cached(request)
-    if parts.scheme not in _DEFAULT_PORTS or not parts.hostname:
-        return None
-    try:
-        port = parts.port or _DEFAULT_PORTS[parts.scheme]
-    except ValueError:
-        return None
-    host = parts.hostname.lower()
-    return f"{parts.scheme}://{f'[{host}]' if ':' in host else host}:{port}"
 
 
 def _unreachable(fields: dict[str, str] | None) -> bool:
@@ -131,7 +118,7 @@ class Refusals:
         return failure
 
     def _robots_reason(self, request: Request) -> str:
-        origin = _origin(request)
+        origin = origin_of(request)
         if origin is None or not self.noting:
             return "robots:disallowed"
         now = time.monotonic()
