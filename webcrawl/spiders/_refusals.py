@@ -24,8 +24,6 @@ seconds since the epoch): the closing note reads the last two.
 from __future__ import annotations
 
 import logging
-import time
-from collections import OrderedDict
 from typing import TYPE_CHECKING
 
 from scrapy.exceptions import IgnoreRequest
@@ -35,6 +33,7 @@ from w3lib.url import canonicalize_url
 from webcrawl.robots.cache import origin_of
 from webcrawl.runtime import CrawlRuntime
 from webcrawl.state.errors import StateError
+from webcrawl.state.hosts import TimedCache
 from webcrawl.state.refused import DEFAULT_LIMIT, RefusedStore
 
 if TYPE_CHECKING:
@@ -87,9 +86,9 @@ class Refusals:
         self.noting = settings.get("SCHEDULER", "").endswith("ReadyQueueScheduler")
         self.limit = settings.getint("WEBCRAWL_REFUSED_LIMIT", DEFAULT_LIMIT)
         self._store: RefusedStore | None = None
-        # origin -> (its robots.txt answer was unreachable, when read): bounded, and read again
-        # after ANSWER_SECONDS (the stored answer expires and is fetched anew)
-        self._answers: OrderedDict[str, tuple[bool, float]] = OrderedDict()
+        # origin -> its robots.txt answer was unreachable: bounded, and read again after
+        # ANSWER_SECONDS (the stored answer expires and is fetched anew)
+        self._answers = TimedCache(ANSWERS_KEPT, ANSWER_SECONDS)
 
     def _runtime(self) -> CrawlRuntime:
         return CrawlRuntime.of(self.crawler)
@@ -121,17 +120,11 @@ class Refusals:
         origin = origin_of(request)
         if origin is None or not self.noting:
             return "robots:disallowed"
-        now = time.monotonic()
-        known = self._answers.get(origin)
-        unreachable = known[0] if known is not None and now - known[1] < ANSWER_SECONDS else None
+        unreachable = self._answers.get(origin)
         if unreachable is None:
             store = self._runtime().robots.store
             fields = store.get(origin) if store is not None else None
-            unreachable = _unreachable(fields)
-            self._answers[origin] = (unreachable, now)
-            self._answers.move_to_end(origin)
-            while len(self._answers) > ANSWERS_KEPT:
-                self._answers.popitem(last=False)
+            unreachable = self._answers.put(origin, _unreachable(fields))
             if unreachable and fields is not None:
                 until = float(fields.get("expires") or 0)
                 stats = self.crawler.stats

@@ -25,7 +25,8 @@ from webcrawl.revisit import TrustTracker
 if TYPE_CHECKING:
     from webcrawl.state.layout import CrawlLayout
 
-__all__ = ["DomainHealth", "HostStore", "attempt_op", "delay_op", "finished_op", "validator_op"]
+__all__ = ["DomainHealth", "HostStore", "TimedCache", "attempt_op", "delay_op", "finished_op",
+           "validator_op"]
 
 _HEALTH = struct.Struct("<dddId")
 _UNANSWERED = object()
@@ -76,7 +77,9 @@ class DomainHealth:
         return bad / max(weight, 1.0)
 
 
-class _Cache:
+class TimedCache:
+    """A bounded LRU whose entries are good for ``seconds`` (``get`` says None after that)."""
+
     def __init__(self, size: int, seconds: float) -> None:
         self.size, self.seconds = size, seconds
         self._data: OrderedDict[str, tuple[float, Any]] = OrderedDict()
@@ -112,10 +115,10 @@ class HostStore:
         self.client = client
         self.layout = layout
         self.default_delay = default_delay
-        self._delays = _Cache(cache_size, cache_seconds)
-        self._health = _Cache(cache_size, cache_seconds)
-        self._validators = _Cache(cache_size, cache_seconds)
-        self._sitemaps = _Cache(cache_size, cache_seconds)
+        self._delays = TimedCache(cache_size, cache_seconds)
+        self._health = TimedCache(cache_size, cache_seconds)
+        self._validators = TimedCache(cache_size, cache_seconds)
+        self._sitemaps = TimedCache(cache_size, cache_seconds)
         self.sitemap_trust = sitemap_trust or TrustTracker(both_ways=True)
         self._holds: OrderedDict[str, float] = OrderedDict()  # host -> held until (monotonic)
         #: Whether Redis is known not to answer now (an outage): reads then keep what they knew
