@@ -167,6 +167,30 @@ def test_a_landed_page_is_scheduled_popped_when_due_and_rescheduled(state: State
     assert state.pages.get(url, host).due == pytest.approx(now + 35.0), "release is a no-op now"
 
 
+def test_a_revisit_tried_without_an_observation_waits_an_interval_and_a_lost_one_does_not(
+        state: State) -> None:
+    """An answer that lands nothing (an error, a redirect, a 304 handed on to its verification)
+    must not bring its page back at every turn of its host: the page is due an interval from
+    the release. A lease lost before the fetch puts the page back at its own time."""
+    host = "a.test"
+    now = state.server_time()
+    tried, lost = "http://a.test/tried", "http://a.test/lost"
+    for url in (tried, lost):
+        state.land(host, observe_op(url, full=True, time=now - 100, record_hash="ab" * 8))
+        state.land(host, interval_op(url, 60.0, due_at=now - 40))  # overdue
+    wait_until = state.server_time() + DELAY * 1.5
+    popped = state.pop_all(order="d")
+    while len(popped) < 2 and state.server_time() < wait_until + 5:
+        time.sleep(0.05)
+        popped += state.pop_all(order="d")
+    assert sorted(i.item for i in popped) == ["p" + lost, "p" + tried]
+    released = state.server_time()
+    state.land(host, release_op(tried, attempted=True))
+    state.land(host, release_op(lost))
+    assert state.pages.get(tried, host).due == pytest.approx(released + 60.0, abs=1.0)
+    assert state.pages.get(lost, host).due == pytest.approx(released, abs=1.0), "due at once"
+
+
 def test_a_due_sitemap_goes_before_revisits_its_host_is_behind_on(state: State) -> None:
     """Sitemaps find new pages: on a host whose revisits lag, one due comes out first."""
     host = "a.test"

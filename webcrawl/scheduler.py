@@ -469,9 +469,10 @@ class ReadyQueueScheduler(BaseScheduler):
             request, item = self._inflight.pop(lease)
             runtime.batch.ack(item.shard, runtime.owner, lease)
             if item.kind == "d":
-                # A revisit that landed no observation (an error answer, a dropped request):
-                # scheduled again; a no-op after a landing, which rescheduled it already.
-                runtime.batch.land(item.host, release_op(item.item[1:]))
+                # A revisit that landed no observation (an error answer, a redirect, a 304 sent
+                # on to its verification): due again an interval from now; a no-op after a
+                # landing, which rescheduled it already.
+                runtime.batch.land(item.host, release_op(item.item[1:], attempted=True))
             self.spend.finished(request)
         return len(done)
 

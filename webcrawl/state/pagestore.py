@@ -63,8 +63,13 @@ def trigger_op(url: str) -> tuple[str, list[Any]]:
     return "T", [url]
 
 
-def release_op(url: str) -> tuple[str, list[Any]]:
-    return "R", [url]
+def release_op(url: str, *, attempted: bool = False) -> tuple[str, list[Any]]:
+    """Land operation "R": a popped revisit that landed no observation is scheduled again. One
+    never tried (a lost lease) is due at its time, at once if that has passed; one that was tried
+    (an error answer, a redirect, a 304 handed on to its verification) is due a whole interval
+    from now, so an answer that lands nothing cannot bring its page back at every turn of its
+    host."""
+    return "R", [url, 1 if attempted else 0]
 
 
 def lastmod_op(url: str, lastmod: float, read_at: float, mode: str) -> tuple[str, list[Any]]:

@@ -14,7 +14,9 @@
 --   L url host hash listed_at      -> first|changed|unchanged|seen (listing summary)
 --   M url host lastmod read_at mode -> '1' when the date made the page due (trusted and newer)
 --   A host ok retry_after base max half_life time -> streak, previous streak, hold seconds
---   R url host             -> '1' when a popped revisit that landed no observation is scheduled again
+--   R url host attempted   -> '1' when a popped revisit that landed no observation is scheduled again:
+--                            due at its time (at once if past) if never tried, else an interval
+--                            from now (an answer that lands nothing must not recur every turn)
 --   F host                 -> next-allowed time pushed to now + delay (a fetch finished)
 --   D host seconds         -> the host's delay set (a Crawl-delay)
 --   V host event time earn_after ignore_limit lie_limit retry_seconds -> new state or ''
@@ -312,14 +314,19 @@ local function validator_trust(host, event, time, earn_after, ignore_limit, lie_
   return ''
 end
 
-local function release(url, host)
+local function release(url, host, attempted)
   local raw = redis.call('HGET', K.pages, url)
   if not raw then return '' end
   local r = rec_read(raw)
   if r.due ~= -1 then return '' end
   r.due = 0
   local due = now
-  if r.iv > 0 then due = math.max(now, r.last_fetched + r.iv) end
+  if attempted then
+    due = nil  -- no interval yet: left to the allocator
+    if r.iv > 0 then due = math.max(now + r.iv, NOT_BEFORE) end
+  elseif r.iv > 0 then
+    due = math.max(now, r.last_fetched + r.iv)
+  end
   reschedule(r, url, host, due)
   redis.call('HSET', K.pages, url, rec_write(r))
   return '1'
@@ -354,8 +361,8 @@ while i <= #ARGV do
                       tonumber(ARGV[i + 5]), tonumber(ARGV[i + 6]), tonumber(ARGV[i + 7]))
     i = i + 8
   elseif code == 'R' then
-    a = release(ARGV[i + 1], ARGV[i + 2])
-    i = i + 3
+    a = release(ARGV[i + 1], ARGV[i + 2], ARGV[i + 3] == '1')
+    i = i + 4
   elseif code == 'F' then
     finished(ARGV[i + 1])
     i = i + 2
