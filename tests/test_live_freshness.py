@@ -6,7 +6,8 @@ Two scenario seeds, each crawled by the learned allocation and by the uniform on
 (``WEBCRAWL_PLANNER_POLICY=uniform``: every page at one interval for the same spend, no change
 followed), all four at once. The learned policy must find more changes per credit over the seeds
 together; every run must spend steadily (no idle stalls), never come closer to a host than its
-delay or Crawl-delay, and find the pages only a sitemap lists and the pages born during the run.
+delay or Crawl-delay, never fetch a page in a loop, and find the pages only a sitemap lists and
+the pages born during the run.
 """
 
 from __future__ import annotations
@@ -144,6 +145,25 @@ def test_no_host_is_approached_closer_than_its_delay(
     for key, result in runs.items():
         polite = result["politeness"]
         assert polite["short_gaps"] == 0 and polite["early_in_429"] == 0, (key, polite)
+
+
+def test_no_page_is_fetched_in_a_loop(runs: dict[tuple[int, str], dict[str, Any]]) -> None:
+    """A fetch that lands no observation (a 304 sent on to its verification, an error) must not
+    bring its page back at every turn of the host: within any 1.5 s, at most three requests for a
+    page (its fetch, the verification of a 304, a retry)."""
+    span, most = 1.5, 3
+    for key, result in runs.items():
+        times: dict[Any, list[float]] = {}
+        for e in result["entries"]:
+            if e["page"] is not None:
+                times.setdefault(e["page"], []).append(e["t"])
+        loops = []
+        for page, ts in times.items():
+            for i in range(len(ts) - most):
+                if ts[i + most] - ts[i] < span:
+                    loops.append((page, [round(t, 2) for t in ts[i:i + most + 1]]))
+                    break
+        assert not loops, f"{key}: pages requested more than {most} times within {span} s: {loops[:5]}"
 
 
 def test_sitemap_only_and_new_pages_are_found(runs: dict[tuple[int, str], dict[str, Any]]) -> None:

@@ -12,7 +12,7 @@ import pytest
 from scrapy import Request
 
 from webcrawl import meta as M
-from webcrawl.spend import SpendController
+from webcrawl.spend import WALLET_MAX_SECONDS, SpendController
 from webcrawl.state.batch import LandSettings, WriteBatch
 from webcrawl.state.bucket import SpendBucket
 from webcrawl.state.client import connect
@@ -169,6 +169,37 @@ def test_a_continuous_wallet_holds_half_a_second_of_the_rate(parts: Parts) -> No
     spend.open()  # learns the rate from the first grant
     spend.tick()
     assert spend.rate == 40.0 and spend.wallet == pytest.approx(20.0)
+
+
+def test_a_burst_of_pops_does_not_draw_the_bucket_into_one_wallet(parts: Parts) -> None:
+    """A pop of several items at once measures as a high spending rate; the wallet still holds
+    at most WALLET_MAX_SECONDS of the budget rate, so the bucket keeps the rest for every
+    process and for telling that money piles up."""
+    parts.bucket.configure(4.0, 12.0, 1, tokens=12.0)
+    spend = parts.controller(continuous=True)
+    spend.open()
+    for _ in range(4):
+        spend.charge(revisit(1.0), popped("d"))
+    spend._demand_at -= 0.25  # those four within a quarter of a second: 16 credits a second
+    spend.measure_demand()
+    assert spend.demand > 4 * 4.0 * 0.9
+    spend.tick()
+    assert spend.wallet <= 4.0 * WALLET_MAX_SECONDS + 1e-9
+    spent = 4.0
+    assert parts.bucket.read().granted - spent <= 4.0 * WALLET_MAX_SECONDS + 1e-6
+
+
+def test_money_idle_in_a_wallet_counts_as_idle(parts: Parts) -> None:
+    parts.bucket.configure(4.0, 12.0, 1, tokens=0.0)  # the bucket is dry
+    spend = parts.controller(continuous=True)
+    spend.lookahead = 30.0
+    spend.open()
+    spend.wallet = 2.0 + 4.0 * 1.5  # its need, and a second and a half of the rate besides
+    spend.took(0.0, 0.0, 4.0)
+    assert spend.idle and spend.ahead() == 30.0
+    spend.wallet = 2.0
+    spend.took(0.0, 0.0, 4.0)
+    assert not spend.idle
 
 
 def test_without_a_budget_nothing_is_counted() -> None:

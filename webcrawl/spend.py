@@ -45,8 +45,11 @@ __all__ = ["SpendController"]
 logger = logging.getLogger(__name__)
 
 WALLET_SECONDS = 0.5
-#: The wallet also holds this long of the process's own spending (measured, see measure_demand).
+#: The wallet also holds this long of the process's own spending (measured, see measure_demand),
 DEMAND_SECONDS = 1.5
+#: but never more than this long of the budget rate (a continuous crawl): money in a wallet is
+#: money the other processes cannot spend, and a burst when work comes back.
+WALLET_MAX_SECONDS = 1.0
 DEMAND_MIN_SECONDS = 0.2
 DEMAND_DECAY_SECONDS = 5.0
 PUBLISHED_SECONDS = 2.0
@@ -221,8 +224,10 @@ class SpendController:
         # Half a second of the budget rate, and of what this process spends (a one-run cycle has
         # no rate: its whole budget is in the bucket), so a busy process tops up once in a while
         # rather than once a pop.
-        return max(self.rate * WALLET_SECONDS, 2 * self.typical_cost,
-                   self.demand * DEMAND_SECONDS)
+        demand = self.demand * DEMAND_SECONDS
+        if self.rate > 0:
+            demand = min(demand, self.rate * WALLET_MAX_SECONDS)
+        return max(self.rate * WALLET_SECONDS, 2 * self.typical_cost, demand)
 
     def top_up_wanted(self, *, low: float = 1.0) -> float | None:
         """Tokens to take from the bucket now (0: only a look at it, to tell whether money piles
@@ -256,7 +261,9 @@ class SpendController:
         self.rate = float(rate)
         self.wallet += float(granted)
         self._idle_checked = time.monotonic()
-        self.idle = self.continuous and self.rate > 0 and left > self.rate * IDLE_SECONDS
+        # Idle money: what piles up in the bucket, and what this wallet holds beyond its need.
+        spare = float(left) + max(self.wallet - self._target(), 0.0)
+        self.idle = self.continuous and self.rate > 0 and spare > self.rate * IDLE_SECONDS
         if (not self.continuous and self.cycle() is not None and self.rate == 0 and left <= 0
                 and self.wallet < self.typical_cost * 0.5):
             self.exhausted = True
