@@ -103,7 +103,11 @@ def site_file(site: PoliteSite, delay: float) -> str:
     end = text.index("\n", start)
     text = text[:start] + f"seeds = {json.dumps(seeds)}" + text[end:]
     # A budget no crawl of this site reaches: the hosts' delay, not the spend rate, sets the pace.
-    return text.replace("amount_per_cycle = 10000000", "amount_per_cycle = 1000000000000")
+    text = text.replace("amount_per_cycle = 10000000", "amount_per_cycle = 1000000000000")
+    # Hosts are chained (each links the next one's /) from SEEDS seeds: the last host of a chain
+    # is len(hosts) / SEEDS hops away, and its deepest pages a few more. Every page is in reach.
+    assert "max_depth = 100\n" in text
+    return text.replace("max_depth = 100\n", "max_depth = 1000\n")
 
 
 def command(contender: str, folder: Path, site: PoliteSite, args: argparse.Namespace

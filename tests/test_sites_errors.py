@@ -162,7 +162,8 @@ CASES: list[tuple[str, Any, str]] = [
 
 
 @pytest.mark.parametrize(("path", "value", "message"), CASES,
-                         ids=[f"{p}={v!r}"[:60] for p, v, _ in CASES])
+                         ids=[f"{p}={'<deleted>' if v is DELETE else repr(v)}"[:60]
+                              for p, v, _ in CASES])
 def test_bad_field_gives_one_exact_message(path: str, value: Any, message: str) -> None:
     with pytest.raises(SiteConfigError) as info:
         site_from_dict(changed(path, value), "sites/shop.toml", {})
