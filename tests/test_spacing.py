@@ -66,10 +66,11 @@ class Wire:
 def build(delay: float = DELAY, *, slow: float = 5.0, connections: int = 2,
           claim: Callable[[str], float] | None = None,
           held_until: Callable[[str], float] | None = None,
-          sleep: Callable[[float], Awaitable[None]] = reactor_sleep) -> HostSpacingMiddleware:
+          sleep: Callable[[float], Awaitable[None]] = reactor_sleep,
+          host_limit: int = 10_000) -> HostSpacingMiddleware:
     return HostSpacingMiddleware(MemoryStatsCollector(get_crawler()), delay_for=lambda host: delay,
                                  claim=claim, held_until=held_until, slow_seconds=slow,
-                                 max_connections=connections, sleep=sleep)
+                                 max_connections=connections, sleep=sleep, host_limit=host_limit)
 
 
 def test_a_request_waits_for_the_previous_one_to_leave_plus_the_delay() -> None:
@@ -327,3 +328,28 @@ def test_a_stalled_reactor_does_not_send_two_requests_to_a_host_together(
     gaps = [g for host_gaps in gaps_by_host(server_log).values() for g in host_gaps]  # robots.txt too
     short = sorted(g for g in gaps if g < delay)
     assert not short, f"{len(short)} gaps shorter than {delay} s: {short}"
+
+
+def test_idle_hosts_are_forgotten_without_a_scan_per_answer() -> None:
+    """The host table is bounded: past its limit, idle hosts whose delay has passed are dropped;
+    while most hosts stay busy, the next scan waits for the table to double, so answers do not
+    each pay a scan of every host."""
+    mw = build(delay=0.01, host_limit=4)  # PRUNE_AT hosts in a crawl; a few here
+    wire = Wire(mw)
+    busy = [queued(f"http://busy{i}.test/") for i in range(6)]
+    for request in busy:
+        wire.send(request)
+    for request in busy:
+        wire.wait_started(request.url)
+    scans = []
+    prune = mw._prune
+    mw._prune = lambda now: (scans.append(len(mw._hosts)), prune(now))  # type: ignore[method-assign]
+    for i in range(12):
+        request = queued(f"http://idle{i}.test/")
+        wire.send(request)
+        wire.wait_started(request.url)
+        pump(0.02)  # past its delay
+        wire.answer(request)
+    assert len(mw._hosts) <= 2 * 7, "idle hosts are forgotten"
+    assert all(f"busy{i}.test" in mw._hosts for i in range(6)), "busy hosts are kept"
+    assert len(scans) <= 3, f"a scan per answer: {scans}"

@@ -15,7 +15,8 @@ So this middleware is the last word on when a request goes out:
   delay) no longer holds its host: the next request may start beside it, so one slow or dripping
   URL cannot stall the host's other pages for minutes. Politeness still counts starts, and a host
   never has more than ``WEBCRAWL_MAX_CONNECTIONS_PER_HOST`` (default 2) requests in flight from
-  one process;
+  one process. A host whose delay is 0 (a throughput crawl of one's own servers) is not spaced
+  at all: Scrapy's ``CONCURRENT_REQUESTS_PER_DOMAIN`` alone bounds its connections;
 - a request to a host this process backs off (a 429 or 503 answer, a timeout: the cost
   middleware's hold, :meth:`webcrawl.state.hosts.HostStore.hold`) waits until the hold ends: it
   may have been popped before the crawl's queue had the hold;
@@ -94,7 +95,7 @@ class HostSpacingMiddleware:
                  claim: Callable[[str], float] | None = None,
                  held_until: Callable[[str], float] | None = None, slow_seconds: float = 10.0,
                  max_connections: int = 2, clock: Callable[[], float] = time.monotonic,
-                 sleep: Sleep = reactor_sleep) -> None:
+                 sleep: Sleep = reactor_sleep, host_limit: int = PRUNE_AT) -> None:
         if max_connections < 1:
             raise ValueError(f"WEBCRAWL_MAX_CONNECTIONS_PER_HOST={max_connections!r}: expected >= 1")
         if not slow_seconds > 0:
@@ -108,6 +109,8 @@ class HostSpacingMiddleware:
         self.clock = clock
         self.sleep = sleep
         self._hosts: dict[str, _Host] = {}
+        self.host_limit = host_limit
+        self._prune_at = host_limit
         self._stopping = False
 
     @classmethod
@@ -238,8 +241,11 @@ class HostSpacingMiddleware:
         if state.last_key == id(request):
             state.last_left = state.free_at
         self._changed(state)
-        if not state.active and not state.line and len(self._hosts) > PRUNE_AT:
+        if not state.active and not state.line and len(self._hosts) > self._prune_at:
             self._prune(state.free_at)
+            # The next scan waits until the table doubles again: while most hosts are busy and
+            # cannot be forgotten, answers do not each pay a scan of every host.
+            self._prune_at = max(self.host_limit, 2 * len(self._hosts))
 
     def stop_waiting(self) -> None:
         """:data:`webcrawl.stopping.stop_started`: give back every waiting request, and any
