@@ -32,6 +32,7 @@ setup(
         "test": [
             "pytest>=8",
             "pytest-timeout>=2.3",
+            "pytest-xdist>=3.5",
             "scrapyd>=1.5",
             "scrapyd-client>=2.0",
         ],
