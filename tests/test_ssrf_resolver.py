@@ -94,7 +94,7 @@ def test_allowed_networks_pass(table):
     resolver = GuardedResolver(None, AddressPolicy(["127.0.0.2/32"]), TableResolver(table))
     assert lookup(resolver, "lab.example") == ["127.0.0.2"]
     assert lookup(resolver, "localhost") == []
-    resolver.allow(AddressPolicy(["127.0.0.0/8", "::1/128"]).allowed)
+    resolver.allow(AddressPolicy(["127.0.0.0/8", "::1/128"]).allowed)  # the process's crawler
     assert lookup(resolver, "localhost") == ["127.0.0.1", "::1"]
 
 
@@ -129,15 +129,16 @@ def test_install_on_reactor_uses_the_name_resolver_slot():
 
 
 def test_each_connection_is_judged_by_the_allowance_of_the_crawler_making_it(table):
-    """Two crawlers of one process: the resolver's fallback holds both allowances, but a lookup
-    made for one crawler is judged by that crawler's allowance alone."""
+    """Two crawlers of one process: a lookup made for one crawler is judged by that crawler's
+    allowance alone; one made for neither (another download handler) by what both allow."""
     from webcrawl.net.resolver import connecting_for
 
     lab, other = AddressPolicy(["127.0.0.2/32"]), AddressPolicy(["10.0.0.0/8"])
     resolver = GuardedResolver(None, AddressPolicy(), TableResolver(table))
     resolver.allow(lab.allowed)
     resolver.allow(other.allowed)
-    assert lookup(resolver, "lab.example") == ["127.0.0.2"]  # the fallback: the union
+    assert lookup(resolver, "lab.example") == []  # the fallback: only what both allow
+    resolver._refusals.clear()
     with connecting_for(other):
         assert lookup(resolver, "lab.example") == []
     assert resolver.recent_refusal("lab.example").reason == "loopback"
@@ -151,3 +152,20 @@ def test_each_connection_is_judged_by_the_allowance_of_the_crawler_making_it(tab
     assert resolver.recent_refusal("lab.example", lab) is None
     with connecting_for(lab):
         assert lookup(resolver, "metadata.example") == []  # never, whatever the allowance
+
+
+def test_the_fallback_allows_only_what_every_crawler_of_the_process_allows(table):
+    """Fails closed: a download handler that does not say which crawler connects gets the
+    common part of the crawlers' allowances, never one crawler's wider one (nor a crawler's with
+    the guard off, which allows every address)."""
+    resolver = GuardedResolver(None, AddressPolicy(["10.0.0.0/8"]), TableResolver(table))
+    resolver.allow(AddressPolicy(["127.0.0.0/8"]).allowed)  # the first crawler replaces it
+    assert lookup(resolver, "lab.example") == ["127.0.0.2"]
+    assert lookup(resolver, "localhost") == []  # ::1 is not in 127.0.0.0/8: the whole answer
+    resolver.allow(AddressPolicy(["0.0.0.0/0", "::/0"]).allowed)  # a crawler with the guard off
+    assert lookup(resolver, "lab.example") == ["127.0.0.2"]
+    resolver.allow(AddressPolicy(["127.0.0.2/32", "10.0.0.0/8"]).allowed)
+    assert lookup(resolver, "lab.example") == ["127.0.0.2"]
+    table["lab.example"] = ["127.0.0.3"]
+    assert lookup(resolver, "lab.example") == []
+    assert lookup(resolver, "metadata.example") == []

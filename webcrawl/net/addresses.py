@@ -142,6 +142,22 @@ class AddressPolicy:
         return classify(ip)
 
 
+def common_networks(one: Iterable[IPNetwork], other: Iterable[IPNetwork]) -> tuple[IPNetwork, ...]:
+    """The addresses both allowances allow, as networks (two CIDR networks are nested or
+    disjoint, so each overlap is the smaller of the two)."""
+    other = tuple(other)
+    common = []
+    for a in one:
+        for b in other:
+            if a.version != b.version:
+                continue
+            if a.subnet_of(b):  # type: ignore[arg-type]
+                common.append(a)
+            elif b.subnet_of(a):  # type: ignore[arg-type]
+                common.append(b)
+    return tuple(dict.fromkeys(common))
+
+
 def literal_address(host: str) -> IPAddress | None:
     """The IP address a URL host spells literally (``[::1]`` too), or None for a name."""
     host = host.strip("[]")

@@ -18,7 +18,8 @@ handler (:class:`webcrawl.net.handler.GuardedDownloadHandler`) opens its connect
 :func:`connecting_for` with its crawler's own policy, and the answer is judged by that policy
 alone. A lookup made outside any such context (another download handler that still resolves
 through the reactor, such as Scrapy's own HTTP/1.1 or HTTP/2 handler) is judged by the resolver's
-fallback policy: the union of the allowances of the crawlers of the process.
+fallback policy: what every crawler of the process allows (the common part of their allowances),
+so one crawler's wider allowance never opens another's connections.
 
 Refusals are remembered for ``refusal_seconds`` (:meth:`GuardedResolver.recent_refusal`): the
 middleware turns the resulting DNS error into ``IgnoreRequest`` with a stat, and refuses retries of
@@ -44,7 +45,7 @@ from twisted.internet.interfaces import (
 )
 from zope.interface import implementer, provider
 
-from webcrawl.net.addresses import AddressPolicy, IPNetwork, parse_networks
+from webcrawl.net.addresses import AddressPolicy, IPNetwork, common_networks, parse_networks
 
 if TYPE_CHECKING:
     from typing import Self
@@ -93,6 +94,7 @@ class GuardedResolver:
         self.inner = inner
         self.refusal_seconds = refusal_seconds
         self._refusals: OrderedDict[str, dict[frozenset[Any], Refusal]] = OrderedDict()
+        self._crawlers = 0  # crawlers whose allowances make the fallback
 
     @classmethod
     def from_crawler(cls, crawler: Any, reactor: Any) -> Self:
@@ -108,8 +110,14 @@ class GuardedResolver:
         self.reactor.installNameResolver(self)
 
     def allow(self, networks: Iterable[IPNetwork]) -> None:
-        """Widen the fallback allowance (each crawler adds its own; see the module docstring)."""
-        self.policy.allow(networks)
+        """A crawler of the process brings its allowance: the fallback allows only what every
+        such crawler allows (see the module docstring). The first replaces the project settings'
+        allowance the resolver started with."""
+        own = AddressPolicy(networks).allowed
+        if self._crawlers:
+            own = common_networks(self.policy.allowed, own)
+        self.policy = AddressPolicy(own)
+        self._crawlers += 1
 
     def recent_refusal(self, host: str, policy: AddressPolicy | None = None) -> Refusal | None:
         """The refusal of ``host`` in the last ``refusal_seconds``, if any: with ``policy``, one
