@@ -1,13 +1,19 @@
 """The crawl process's in-memory caches keep a size bound however many hosts a long crawl meets:
 the hosts' timed LRU (delays, health, validator and sitemap trust, refusal answers) and the cost
-middleware's set of hosts whose backoff was logged. (The spacing middleware's host table:
+middleware's set of hosts whose backoff was logged, a page parser's memo tables. (The spacing middleware's host table:
 tests/test_spacing.py; robots.txt policies: tests/test_robots_cache.py.)"""
 
 from __future__ import annotations
 
 import time
 
+import pytest
+from scrapy.settings import Settings
+
+from webcrawl.config import StateConfig
 from webcrawl.middlewares.cost import _Seen
+from webcrawl.parse import PageParser
+from webcrawl.parse.page import ParseRules
 from webcrawl.state.hosts import TimedCache
 
 
@@ -45,3 +51,23 @@ def test_the_set_of_logged_backoffs_keeps_the_newest_hosts_up_to_its_size() -> N
         seen.add(f"host{i}")
     assert len(seen._data) == 50
     assert "host4999" in seen and "host4950" in seen and "host4949" not in seen
+
+
+def test_a_page_parsers_memo_tables_keep_their_bound_over_many_pages() -> None:
+    parser = PageParser(ParseRules(), cache_size=50)
+    for i in range(300):
+        links = "".join(f'<a href="/d{i}/p{j}.html">x</a><a href="http://h{i}.test/{j}">y</a>'
+                        for j in range(5))
+        body = f"<html><body>{links}</body></html>".encode()
+        result = parser.parse(body, f"http://site.test/d{i}/index.html")
+        assert len(result.links) == 10
+    canon, links = parser.canonicalizer, parser.link_filter
+    assert len(canon._cache) <= 50 and canon._dir_memo_size <= 50
+    assert len(links._verdicts) <= 50 and len(links._hosts) <= 50
+
+
+def test_the_parse_cache_setting_is_read_with_a_one_line_error() -> None:
+    assert StateConfig.parse_cache_size_of(Settings()) == 20_000
+    assert StateConfig.parse_cache_size_of(Settings({"WEBCRAWL_PARSE_CACHE_SIZE": "500"})) == 500
+    with pytest.raises(ValueError, match=r"^WEBCRAWL_PARSE_CACHE_SIZE='0' is out of range"):
+        StateConfig.parse_cache_size_of(Settings({"WEBCRAWL_PARSE_CACHE_SIZE": "0"}))

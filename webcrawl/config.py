@@ -29,6 +29,7 @@ DEFAULTS: dict[str, Any] = {
     "WEBCRAWL_BLOOM_CAPACITY": 10_000_000,
     "WEBCRAWL_BLOOM_ERROR_RATE": 0.01,
     "WEBCRAWL_SEEN_CACHE_SIZE": 500_000,
+    "WEBCRAWL_PARSE_CACHE_SIZE": 20_000,
     "WEBCRAWL_RESET": False,
     "WEBCRAWL_EMBEDDED_REDIS_SHUTDOWN": True,
     # Shards of the crawl state: "auto" is 1 on a single server, CLUSTER_SHARDS on a cluster.
@@ -86,6 +87,7 @@ class StateConfig:
     reset: bool
     shutdown_embedded: bool
     shards: int | None = None  # None: "auto"
+    parse_cache_size: int = 20_000
     clock_skew: float = 0.0
 
     def shards_for(self, cluster: bool) -> int:
@@ -101,6 +103,11 @@ class StateConfig:
         if shards == 1:
             return self.bloom_capacity
         return max(1, int(self.bloom_capacity * 1.1 / shards))
+
+    @staticmethod
+    def parse_cache_size_of(settings: BaseSettings) -> int:
+        """``WEBCRAWL_PARSE_CACHE_SIZE``: entries of each of a process's parse memo tables."""
+        return int(_number(settings, "WEBCRAWL_PARSE_CACHE_SIZE", minimum=1, integer=True))
 
     @classmethod
     def from_settings(cls, settings: BaseSettings, spider_name: str) -> StateConfig:
@@ -122,6 +129,7 @@ class StateConfig:
             bloom_capacity=_number(settings, "WEBCRAWL_BLOOM_CAPACITY", minimum=1, integer=True),
             bloom_error_rate=error_rate,
             seen_cache_size=_number(settings, "WEBCRAWL_SEEN_CACHE_SIZE", minimum=0, integer=True),
+            parse_cache_size=cls.parse_cache_size_of(settings),
             reset=settings.getbool("WEBCRAWL_RESET", DEFAULTS["WEBCRAWL_RESET"]),
             shutdown_embedded=settings.getbool(
                 "WEBCRAWL_EMBEDDED_REDIS_SHUTDOWN", DEFAULTS["WEBCRAWL_EMBEDDED_REDIS_SHUTDOWN"]

@@ -128,7 +128,7 @@ class CrawlRuntime:
             schedule=lambda f: self._flush_soon())
         self._flush_call: Any = None
         self._flushed_at = -math.inf
-        self.canonicalizer = Canonicalizer()
+        self.canonicalizer = Canonicalizer(cache_size=self.config.parse_cache_size)
         self.billing = self._billing()
         self.owner = f"{os.getpid():x}{os.urandom(4).hex()}"
         #: the cycle this process books into (set by the allocator when it starts or joins one)

@@ -73,7 +73,7 @@ class Canonicalizer:
     """``canonical(url)``: the canonical form of an absolute URL, or ``None`` when it is not an
     http(s) URL or cannot be parsed. Thread-compatible, not thread-safe (the memo is a dict)."""
 
-    def __init__(self, session_params: frozenset[str] = DEFAULT_SESSION_PARAMS, cache_size: int = 100_000) -> None:
+    def __init__(self, session_params: frozenset[str] = DEFAULT_SESSION_PARAMS, cache_size: int = 20_000) -> None:
         self.session_params = frozenset(p.lower() for p in session_params)
         self.cache_size = cache_size
         self._cache: dict[str, str | None] = {}

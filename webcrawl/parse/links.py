@@ -32,7 +32,7 @@ class LinkFilter:
     Verdicts are memoised per URL and scope per host, in bounded dicts: the same navigation
     links come back on every page of a site."""
 
-    def __init__(self, rules: LinkRules, cache_size: int = 100_000) -> None:
+    def __init__(self, rules: LinkRules, cache_size: int = 20_000) -> None:
         self.rules = rules
         self.traps = TrapDetector(rules.traps)
         self.cache_size = cache_size

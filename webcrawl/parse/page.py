@@ -68,15 +68,23 @@ def _base_href(tree: Any) -> str | None:
     return node.attrs.get("href") if node is not None else None
 
 
+#: Entries of each memo table (``WEBCRAWL_PARSE_CACHE_SIZE``): a site's navigation links, which
+#: come back on every page, fit many times over; a table that fills is emptied at once.
+PARSE_CACHE_SIZE = 20_000
+
+
 class PageParser:
     """Parses the pages of one site with one ``ParseRules``. Holds bounded memo tables (hrefs
     resolved per directory, canonical URLs, link verdicts) shared by the pages it parses: build
     one per site and process and reuse it. Not thread-safe (Scrapy parses on one thread)."""
 
-    def __init__(self, rules: ParseRules, canonicalizer: Canonicalizer | None = None) -> None:
+    def __init__(self, rules: ParseRules, canonicalizer: Canonicalizer | None = None, *,
+                 cache_size: int = PARSE_CACHE_SIZE) -> None:
         self.rules = rules
-        self.canonicalizer = canonicalizer or Canonicalizer(rules.links.session_params)
-        self.link_filter = LinkFilter(rules.links)
+        self.cache_size = cache_size
+        self.canonicalizer = canonicalizer or Canonicalizer(rules.links.session_params,
+                                                            cache_size=cache_size)
+        self.link_filter = LinkFilter(rules.links, cache_size=cache_size)
 
     def parse(self, body: bytes, url: str, *, depth: int = 0, encoding: str | None = None) -> ParseResult:
         """Parse ``body`` fetched from ``url`` at crawl depth ``depth``; ``encoding`` is the

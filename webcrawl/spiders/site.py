@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import scrapy
 
 from webcrawl import meta as M
+from webcrawl.config import StateConfig
 from webcrawl.items import ListingItem, PageItem
 from webcrawl.parse import PageParser, ParseResult, rules_for_site
 from webcrawl.sites import SiteConfig
@@ -120,6 +121,9 @@ class SiteSpider(scrapy.Spider):
         spider = super().from_crawler(crawler, *args, **kwargs)
         settings = crawler.settings
         spider.seen_cache_size = settings.getint("WEBCRAWL_SEEN_CACHE_SIZE", 500_000)
+        parse_cache = StateConfig.parse_cache_size_of(settings)
+        if spider.parser is not None and parse_cache != spider.parser.cache_size:
+            spider.parser = PageParser(spider.parser.rules, cache_size=parse_cache)
         spider.listing_items = settings.getbool("WEBCRAWL_LISTING_ITEMS_ENABLED", True)
         spider.max_sitemap_bytes = settings.getint("DOWNLOAD_MAXSIZE", 0)
         if spider.site is not None and settings.get("SCHEDULER", "").endswith("ReadyQueueScheduler"):
