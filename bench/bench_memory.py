@@ -17,8 +17,12 @@ are bounded by ``WEBCRAWL_SEEN_CACHE_SIZE`` (default 500,000 URLs): more than th
 they would still be filling at its end. The benchmark sets it to ``--seen-cache`` (default
 20,000) so that every bound is reached within the crawl and the level RSS settles at shows.
 
+With ``--processes 2`` two webcrawl processes share the crawl and each one's RSS is reported:
+the allocator (one process at a time, the holder of the allocation lock) keeps a table of every
+known page, so that process grows with the pages the crawl knows and the others do not.
+
 ``./run bench memory [--hosts N] [--pages N] [--delay S] [--seen-cache N] [--contenders
-webcrawl,vanilla] [--no-write]``.
+webcrawl,vanilla] [--processes N] [--no-write]``.
 """
 
 from __future__ import annotations
@@ -136,35 +140,48 @@ def command(contender: str, folder: Path, site: PoliteSite, args: argparse.Names
 
 
 def crawl(contender: str, server: ServerProcess, site: PoliteSite, folder: Path,
-          args: argparse.Namespace) -> Run:
+          args: argparse.Namespace) -> list[Run]:
+    """One crawl of the site: webcrawl by ``--processes`` processes sharing it (one Run each, in
+    the order they started), vanilla by one."""
     cmd, env = command(contender, folder, site, args)
+    count = args.processes if contender == "webcrawl" else 1
     before = len(server.log())
-    run = Run(contender)
-    log_path = folder / f"{contender}.log"
+    runs = [Run(contender if count == 1 else f"{contender} {i + 1}/{count}") for i in range(count)]
+    logs = [folder / f"{contender}-{i + 1}.log" for i in range(count)]
     started = time.monotonic()
-    with open(log_path, "wb") as out:
-        process = subprocess.Popen(cmd, cwd=folder, env=env, stdout=out, stderr=subprocess.STDOUT)
+    processes = []
+    for log_path in logs:
+        with open(log_path, "wb") as out:
+            processes.append(subprocess.Popen(cmd, cwd=folder, env=env, stdout=out,
+                                              stderr=subprocess.STDOUT))
+    running = dict(enumerate(processes))
     next_sample = started
-    while True:
-        pid, status, usage = os.wait4(process.pid, os.WNOHANG)  # reaped here, with its rusage
-        if pid:
-            break
-        if time.monotonic() >= next_sample:
-            rss = rss_mb(process.pid)
+    while running:
+        for i, process in list(running.items()):
+            pid, status, usage = os.wait4(process.pid, os.WNOHANG)  # reaped here, with its rusage
+            if pid:
+                process.returncode = runs[i].returncode = os.waitstatus_to_exitcode(status)
+                runs[i].wall = time.monotonic() - started
+                runs[i].peak_mb = usage.ru_maxrss / 1024
+                del running[i]
+        if running and time.monotonic() >= next_sample:
             pages = [e for e in server.log()[before:] if e.path != "/robots.txt"]
-            if rss is not None:
-                run.samples.append(Sample(time.monotonic() - started, len(pages),
-                                          len({e.host for e in pages}), rss))
+            hosts = len({e.host for e in pages})
+            for i, process in running.items():
+                rss = rss_mb(process.pid)
+                if rss is not None:
+                    runs[i].samples.append(Sample(time.monotonic() - started, len(pages), hosts,
+                                                  rss))
             next_sample += args.sample_seconds
         time.sleep(0.5)
-    process.returncode = run.returncode = os.waitstatus_to_exitcode(status)
-    run.wall = time.monotonic() - started
-    run.peak_mb = usage.ru_maxrss / 1024
     pages = [e for e in server.log()[before:] if e.path != "/robots.txt"]
-    run.samples.append(Sample(run.wall, len(pages), len({e.host for e in pages}),
-                              run.samples[-1].rss_mb if run.samples else 0.0))
-    run.stats = stats_of(log_path.read_text(errors="replace"))
-    return run
+    for run, log_path in zip(runs, logs):
+        run.samples.append(Sample(run.wall, len(pages), len({e.host for e in pages}),
+                                  run.samples[-1].rss_mb if run.samples else 0.0))
+        run.stats = stats_of(log_path.read_text(errors="replace"))
+        if count > 1 and int(run.stats.get("webcrawl/allocator/runs", 0) or 0):
+            run.contender += " (allocator)"
+    return runs
 
 
 def at_share(run: Run, total: int, share: float) -> Sample:
@@ -203,7 +220,11 @@ def report(runs: list[Run], site: PoliteSite, args: argparse.Namespace, load: fl
         f"hosts, each page fetched at most once; concurrency {CONCURRENCY['CONCURRENT_REQUESTS']} "
         f"({CONCURRENCY['CONCURRENT_REQUESTS_PER_DOMAIN']} per host), {args.delay} s per host. "
         f"webcrawl: default settings, WEBCRAWL_SEEN_CACHE_SIZE={args.seen_cache:,}, its embedded "
-        "redis-server (another process, not counted). vanilla: Scrapy CrawlSpider + "
+        "redis-server (another process, not counted)"
+        + (f", {args.processes} processes sharing the crawl (pages and hosts are the crawl's; "
+           "the process marked allocator held the allocation lock: it keeps the allocator's "
+           "table of every known page)" if args.processes > 1 else "")
+        + ". vanilla: Scrapy CrawlSpider + "
         "LinkExtractor, in-memory scheduler, ROBOTSTXT_OBEY. RSS of the crawl process, sampled "
         f"every {args.sample_seconds:g} s; 1-minute load {load:.2f} when it started.",
         table(headers, rows),
@@ -221,6 +242,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seen-cache", type=int, default=20_000)
     parser.add_argument("--sample-seconds", type=float, default=10.0)
     parser.add_argument("--contenders", default="webcrawl,vanilla")
+    parser.add_argument("--processes", type=int, default=1,
+                        help="webcrawl crawl processes sharing the crawl (each one's RSS)")
     parser.add_argument("--no-write", action="store_true")
     args = parser.parse_args(argv)
     # Figures written to the docs wait for a quiet machine; a trial run (--no-write) does not.
@@ -235,13 +258,14 @@ def main(argv: list[str] | None = None) -> None:
             (folder / "sites" / "memsite.toml").write_text(site_file(site, args.delay))
             runs = []
             for contender in args.contenders.split(","):
-                run = crawl(contender, server, site, folder, args)
-                print(f"{contender}: exit {run.returncode}, {run.samples[-1].pages} pages, "
-                      f"{run.wall:.0f} s, peak RSS {run.peak_mb:.0f} MB", flush=True)
-                if run.returncode != 0:
-                    tail = (folder / f"{contender}.log").read_text(errors="replace")[-3000:]
-                    raise SystemExit(f"{contender} failed:\n{tail}")
-                runs.append(run)
+                for i, run in enumerate(crawl(contender, server, site, folder, args)):
+                    print(f"{run.contender}: exit {run.returncode}, {run.samples[-1].pages} pages, "
+                          f"{run.wall:.0f} s, peak RSS {run.peak_mb:.0f} MB", flush=True)
+                    if run.returncode != 0:
+                        log = folder / f"{contender}-{i + 1}.log"
+                        tail = log.read_text(errors="replace")[-3000:]
+                        raise SystemExit(f"{run.contender} failed:\n{tail}")
+                    runs.append(run)
     body = report(runs, site, args, load)
     print(body)
     if not args.no_write:
