@@ -549,7 +549,10 @@ class ReadyQueueScheduler(BaseScheduler):
                 self._next_reclaim = local + self.queue.lease_seconds / 2
                 if reclaimed:
                     self.stats.inc_value("scheduler/leases/reclaimed", reclaimed)
-            spend.budget_spent(pending=sum(self._queued) > 0 or self._due_now)
+            if not self._inflight and not self._buffer:
+                # Only once what the budget bought has been fetched: a request still waiting
+                # for its host's turn would otherwise be given back unsent, its money unspent.
+                spend.budget_spent(pending=sum(self._queued) > 0 or self._due_now)
             runtime.clock.maybe_refresh()
         except StateError as exc:
             runtime.fail(exc)
