@@ -87,7 +87,7 @@ class StateConfig:
     reset: bool
     shutdown_embedded: bool
     shards: int | None = None  # None: "auto"
-    parse_cache_size: int = 20_000
+    parse_cache_size: int = DEFAULTS["WEBCRAWL_PARSE_CACHE_SIZE"]
     clock_skew: float = 0.0
 
     def shards_for(self, cluster: bool) -> int:

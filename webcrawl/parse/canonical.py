@@ -26,7 +26,7 @@ from urllib.parse import quote_from_bytes, unquote_to_bytes
 
 from w3lib.url import canonicalize_url
 
-from webcrawl.parse.rules import DEFAULT_SESSION_PARAMS
+from webcrawl.parse.rules import DEFAULT_SESSION_PARAMS, PARSE_CACHE_SIZE
 
 __all__ = ["Canonicalizer"]
 
@@ -73,7 +73,7 @@ class Canonicalizer:
     """``canonical(url)``: the canonical form of an absolute URL, or ``None`` when it is not an
     http(s) URL or cannot be parsed. Thread-compatible, not thread-safe (the memo is a dict)."""
 
-    def __init__(self, session_params: frozenset[str] = DEFAULT_SESSION_PARAMS, cache_size: int = 20_000) -> None:
+    def __init__(self, session_params: frozenset[str] = DEFAULT_SESSION_PARAMS, cache_size: int = PARSE_CACHE_SIZE) -> None:
         self.session_params = frozenset(p.lower() for p in session_params)
         self.cache_size = cache_size
         self._cache: dict[str, str | None] = {}

@@ -17,7 +17,7 @@ from collections import Counter
 from typing import Any
 
 from webcrawl.parse.join import Base
-from webcrawl.parse.rules import LinkRules
+from webcrawl.parse.rules import PARSE_CACHE_SIZE, LinkRules
 from webcrawl.parse.traps import TrapDetector
 
 __all__ = ["LinkFilter", "extract_links"]
@@ -32,7 +32,7 @@ class LinkFilter:
     Verdicts are memoised per URL and scope per host, in bounded dicts: the same navigation
     links come back on every page of a site."""
 
-    def __init__(self, rules: LinkRules, cache_size: int = 20_000) -> None:
+    def __init__(self, rules: LinkRules, cache_size: int = PARSE_CACHE_SIZE) -> None:
         self.rules = rules
         self.traps = TrapDetector(rules.traps)
         self.cache_size = cache_size

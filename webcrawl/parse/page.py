@@ -20,7 +20,7 @@ from webcrawl.parse.join import Base
 from webcrawl.parse.links import LinkFilter, extract_links
 from webcrawl.parse.listing import ListingItem, extract_listing
 from webcrawl.parse.record import extract_fields
-from webcrawl.parse.rules import ParseRules
+from webcrawl.parse.rules import PARSE_CACHE_SIZE, ParseRules
 
 __all__ = ["PageParser", "ParseResult"]
 
@@ -66,11 +66,6 @@ def _base_href(tree: Any) -> str | None:
     head = tree.head
     node = head.css_first("base[href]") if head is not None else None
     return node.attrs.get("href") if node is not None else None
-
-
-#: Entries of each memo table (``WEBCRAWL_PARSE_CACHE_SIZE``): a site's navigation links, which
-#: come back on every page, fit many times over; a table that fills is emptied at once.
-PARSE_CACHE_SIZE = 20_000
 
 
 class PageParser:

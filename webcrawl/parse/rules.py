@@ -35,6 +35,10 @@ IGNORED_EXTENSIONS: frozenset[str] = frozenset(
     msp py gz""".split()
 )
 
+#: Entries of each parse memo table (``WEBCRAWL_PARSE_CACHE_SIZE``): a site's navigation links,
+#: which come back on every page, fit many times over; a table that fills is emptied at once.
+PARSE_CACHE_SIZE = 20_000
+
 # Query parameters (and ``;name=`` path parameters) that carry a session and never name content.
 # Compared lower-cased; ``aspsessionid`` also matches its random suffix (ASPSESSIONIDQASDQSCR).
 DEFAULT_SESSION_PARAMS: frozenset[str] = frozenset(
