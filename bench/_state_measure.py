@@ -8,7 +8,6 @@ before each look: they are the last minute's traffic, not state that grows with 
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,16 +52,13 @@ def snapshot(client: Any, keys: dict[str, str]) -> Snapshot:
 
 
 def table_bytes(table: Any) -> dict[str, int]:
-    """Bytes the allocator's :class:`~webcrawl.extensions._alloc_table.PageTable` holds, by part:
-    the record rows and host ids (numpy, as allocated: they grow by half when full), the URL
-    strings, the list of them and the URL -> row index (the dict's own table; its keys are the
-    same strings)."""
-    urls = table.urls
+    """Bytes the allocator's :class:`~webcrawl.extensions._alloc_table.PageTable` holds, by part,
+    as allocated (room to grow included): the record rows, listing times and host ids (numpy),
+    the URLs' UTF-8 bytes (one buffer) and their offsets, and the URL -> row index (sorted hashes
+    and rows, plus the Python objects of URLs not merged into them yet)."""
     return {
         "record rows (numpy)": int(table.rows.nbytes),
+        "listing times (numpy)": int(table.listed.nbytes),
         "host ids (numpy)": int(table.host.nbytes),
-        "URL strings": sum(sys.getsizeof(u) for u in urls),
-        "URL list": sys.getsizeof(urls),
-        "URL -> row dict": sys.getsizeof(table.index),
+        **table.url_store.nbytes(),
     }
-

@@ -428,7 +428,9 @@ class Allocator:
         r = site.budget.reserves
         shares = {"discovery": r.discovery, "reestimation": r.reestimation,
                   "verification": r.verification, "detectors": r.detectors}
-        seed = np.fromiter((u in self.seeds for u in table.urls), dtype=bool, count=len(table))
+        seed = np.zeros(len(table), dtype=bool)
+        seed_rows = table.rows_of(list(self.seeds))
+        seed[seed_rows[seed_rows >= 0]] = True
         return AllocInput(
             rows=table.records, host=table.host_of, delay=delay, hold_until=hold, health=health,
             sitemap_trusted=trusted, seed=seed, now=now, budget_rate=self.budget / self.cycle_seconds,
@@ -464,7 +466,7 @@ class Allocator:
         if not self.continuous and self.cycle is not None:
             this_run = rows["last_fetched"] >= self.cycle.started
         for row in np.flatnonzero(moved | gone | flipped | stuck):
-            url = table.urls[row]
+            url = table.url(row)
             iv = float(new[row]) if finite[row] else 0.0
             host = table.hosts[table.host[row]]
             if stuck[row]:
@@ -482,7 +484,7 @@ class Allocator:
             if this_run[row]:
                 continue  # fetched in this one-run cycle already
             batch.land(table.hosts[table.host[row]], interval_op(
-                table.urls[row], float(rows["iv"][row]), due_at=now, follow=bool(follow[row])))
+                table.url(row), float(rows["iv"][row]), due_at=now, follow=bool(follow[row])))
         runtime.flush()
         self.stats.inc_value(STATS + "intervals", changed)
         self.stats.inc_value(STATS + "verify", len(result.verify))
@@ -498,7 +500,7 @@ class Allocator:
         for row in np.flatnonzero(window):
             at = now - (now + self.cycle_seconds - float(due[row])) / 1000.0
             self.runtime.batch.land(table.hosts[table.host[row]], interval_op(
-                table.urls[row], float(iv[row]), due_at=at, follow=bool(rows["follow"][row])))
+                table.url(row), float(iv[row]), due_at=at, follow=bool(rows["follow"][row])))
         return int(window.sum())
 
     def _uniform(self, result: Any) -> np.ndarray:
