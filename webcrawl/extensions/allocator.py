@@ -49,6 +49,7 @@ from scrapy import signals
 from scrapy.exceptions import CloseSpider, DontCloseSpider, NotConfigured
 from scrapy.utils.asyncio import create_looping_call
 
+from webcrawl import heap
 from webcrawl.config import configured_prior
 from webcrawl.extensions._alloc_plan import AllocInput, plan
 from webcrawl.extensions._alloc_table import PageTable
@@ -324,6 +325,7 @@ class Allocator:
         if client.set(key, self.worker, nx=True, px=ttl):
             self.holding = True
             self.table.load()  # taking over: read every record afresh
+            heap.trim()
             return True
         return False
 
@@ -359,6 +361,8 @@ class Allocator:
                                    or k in ("gain", "mu", "follow", "visited", "discovery_share")))
         else:
             logger.debug("Allocated %d pages over %d hosts in %.3f s", n, len(hosts), seconds)
+        result = None
+        heap.trim()  # the plan's arrays are freed: hand their pages back (webcrawl.heap)
 
     def _adjust_gain(self, now: float) -> None:
         """Raise the revisit budget while the bucket overflows (money nobody could spend); lower
