@@ -17,9 +17,10 @@ source of the values: nothing is copied here, only which settings go where):
 - :data:`COMPONENTS`: webcrawl's middlewares, pipelines and extensions, merged into the project's
   own component dictionaries (the Scrapy components webcrawl replaces are switched off there);
 - :data:`DEFAULTS`: the safe defaults (no telnet console, no remote control, no cookies, a
-  download size limit, at most 10 redirects, a deadline per answer), the scheduler's concurrency
-  and the feeds' fields, and the three ``WEBCRAWL_*`` settings read from the environment, at the
-  add-on priority: a project that sets one of these keeps its value.
+  download size limit, at most 10 redirects, a deadline per answer), the scheduler's concurrency,
+  the feeds' fields, the stats collector (:mod:`webcrawl.stats`), and the three ``WEBCRAWL_*``
+  settings read from the environment, at the add-on priority: a project that sets one of these
+  keeps its value.
 
 Translated, so that a project's intent survives: ``ROBOTSTXT_OBEY = True`` is honoured by
 webcrawl's robots.txt middleware (always on unless ``WEBCRAWL_ROBOTS_ENABLED = False``); a
@@ -63,7 +64,7 @@ COMPONENTS = ("DOWNLOADER_MIDDLEWARES", "SPIDER_MIDDLEWARES", "EXTENSIONS", "ITE
 DEFAULTS = ("WEBCRAWL_REDIS_URL", "WEBCRAWL_DATA_DIR", "CONCURRENT_REQUESTS",
             "CONCURRENT_REQUESTS_PER_DOMAIN", "FEED_EXPORT_FIELDS", "TELNETCONSOLE_ENABLED",
             "REMOTE_CONTROL_ENABLED", "COOKIES_ENABLED", "REDIRECT_MAX_TIMES", "DOWNLOAD_MAXSIZE",
-            "DOWNLOAD_WARNSIZE", "DOWNLOAD_TIMEOUT", "FEED_EXPORT_ENCODING")
+            "DOWNLOAD_WARNSIZE", "DOWNLOAD_TIMEOUT", "FEED_EXPORT_ENCODING", "STATS_CLASS")
 #: webcrawl's own project settings that another project keeps for itself.
 PROJECT_ONLY = ("BOT_NAME", "SPIDER_MODULES", "NEWSPIDER_MODULE", "COMMANDS_MODULE", "USER_AGENT",
                 "LOG_LEVEL")
