@@ -120,7 +120,7 @@ def test_site_spider_is_a_site_spider_subclass_with_its_site(project: Project) -
     assert cls.site is not None and cls.site.name == "alpha"  # type: ignore[attr-defined]
     assert cls.allowed_domains == ["alpha.example"]
     assert cls.custom_settings == {
-        "CONCURRENT_ITEMS": 8,  # SiteSpider's own (see its docstring)
+        "CONCURRENT_ITEMS": 1,  # SiteSpider's own (see its docstring)
         "USER_AGENT": "testbot/1.0 (+https://bots.example/testbot)",
         "COOKIES_ENABLED": False, "DOWNLOAD_MAXSIZE": 65536,
         "WEBCRAWL_DOMAIN_DELAY_SECONDS": 1.0, "WEBCRAWL_FRONTIER_MAX_PER_DOMAIN": 100_000,

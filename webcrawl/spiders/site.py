@@ -100,8 +100,8 @@ class SiteSpider(scrapy.Spider):
     site: ClassVar[SiteConfig | None] = None
     #: Scrapy starts CONCURRENT_ITEMS asyncio tasks for every response's output (100 by default:
     #: about a tenth of a page's CPU time here). This spider yields a few items a page, and the
-    #: pipelines are synchronous, so a handful of workers lose nothing.
-    custom_settings = {"CONCURRENT_ITEMS": 8}  # noqa: RUF012 (Scrapy declares it an instance attribute)
+    #: pipelines are synchronous, so one worker loses nothing (and 8 cost twice its CPU).
+    custom_settings = {"CONCURRENT_ITEMS": 1}  # noqa: RUF012 (Scrapy declares it an instance attribute)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
