@@ -27,8 +27,9 @@ from scrapy import Request
 from scrapy_redis.dupefilter import RFPDupeFilter
 from w3lib.url import canonicalize_url
 
-from webcrawl.state.frontier import Frontier
-from webcrawl.state.keys import CrawlKeys
+from webcrawl.state.layout import CrawlLayout
+from webcrawl.state.queue import CrawlQueue
+from webcrawl.state.scripts import ScriptSet
 from webcrawl.state.seen import BloomParams, SeenFilter
 
 assert sys.byteorder == "little" and array("I").itemsize == 4, "offsets are packed as <I4"
@@ -93,13 +94,15 @@ def measure(client: redis.Redis) -> SeenMemory:
 
     params = BloomParams(URLS, 0.01)
     offsets = params.offsets_function()
-    frontier = Frontier(client, CrawlKeys("bench-seen"), params, cap=1, default_delay=0,
-                        lease_seconds=1)
-    key = frontier.keys.seen
-    client.delete(key, frontier.keys.seen_meta)
+    layout = CrawlLayout("bench-seen")
+    queue = CrawlQueue(client, ScriptSet(client), layout, cap=1, default_delay=0,
+                       lease_seconds=1)
+    shard = layout.all_shards[0]
+    key = shard.seen
+    client.delete(key, shard.seen_meta)
     start = time.perf_counter()
-    frontier.check_seen_filter()  # sizes the bitmap as a crawl does
-    seen = SeenFilter(client, key, params)
+    queue.check_seen_filter(params)  # sizes the bitmap as a crawl does
+    seen = SeenFilter(client, key, params, shard.seen_meta)
     assert not any(seen.test_and_set_many(url(i) for i in range(THROUGH_SEENFILTER)))
     set_bits, count_set = client.register_script(_SET_BITS), client.register_script(_COUNT_SET)
     pipe = client.pipeline(transaction=False)
@@ -115,7 +118,7 @@ def measure(client: redis.Redis) -> SeenMemory:
     false_positives = sum(pipe.execute())
     bloom_bytes = int(client.memory_usage(key, samples=0) or 0)
     bloom_strlen = int(client.strlen(key))  # type: ignore[arg-type]
-    client.delete(key, frontier.keys.seen_meta)
+    client.delete(key, shard.seen_meta)
 
     key = "bench:seen:fingerprints"
     start = time.perf_counter()
