@@ -52,7 +52,7 @@ class Figures:
             problems.append(f"{errors} ERROR lines, first: {first[:300]}")
         return cls(contender, crawl.returncode, crawl.wall, pages, len(answered),
                    len(files & reachable.keys()), len(reachable), crawl.cpu, crawl.max_rss_mb,
-                   redis_cpu, commands, proxy_writes, crawl.stat("scheduler/redis/calls"),
+                   redis_cpu, commands, proxy_writes, crawl.stat("webcrawl/redis/round_trips"),
                    {k: crawl.stat(k) for k in crawl.stats if k.startswith("webcrawl/redis/")},
                    errors, problems)
 
@@ -124,7 +124,7 @@ def site_tables(corpus: Corpus, runs: dict[str, list[Figures]]) -> str:
         f"### {corpus.title}",
         table(["contender", "pages fetched (min-max)", "completeness (min)", "pages/s",
                "CPU ms / page", "redis-server CPU ms / page", "peak RSS MB",
-               "scheduler/redis/calls / page", "Redis commands / page (inside Lua too)",
+               "Redis round trips / page", "Redis commands / page (inside Lua too)",
                "proxy client writes / page", "ERROR lines"], rows),
         table(["webcrawl / vanilla (median of per-round ratios)", "ratio", "target"], ratios),
         table(["contender", "pages/s per round", "CPU ms / page per round"], per_round),

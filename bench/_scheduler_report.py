@@ -70,7 +70,7 @@ def throughput_tables(runs: dict[str, list[dict[str, float]]], site_note: str, r
         table(["scheduler", "reachable pages fetched (min), refetched (max)", "pages/s", "CPU s / 1,000 pages",
                "CPU s / wall s", "peak RSS MB", "redis-server CPU s / 1,000 pages",
                "Redis commands / page (inside Lua too): busiest",
-               "scheduler/redis/calls / page", "proxy client writes / page"], rows),
+               "Redis round trips / page (webcrawl/redis/round_trips)", "proxy client writes / page"], rows),
         table(["ratio (median of per-round ratios)", "pages/s", "CPU per page", "target"], speed),
         table(["scheduler", "pages/s per round", "CPU s / 1,000 pages per round"], per_round),
     ])

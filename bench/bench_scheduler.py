@@ -123,7 +123,7 @@ def throughput(rounds: int, redis: Redis, proxy: ProxyProcess | None, folder: Pa
                     "redis_cpu_k": (redis.server.cpu_seconds() - cpu0) / fetched * 1000,
                     **{f"cmd:{name}": (n - commands0.get(name, 0)) / fetched
                        for name, n in redis.server.commands().items() if n > commands0.get(name, 0)},
-                    "calls": crawl.stat("scheduler/redis/calls") / fetched,
+                    "calls": crawl.stat("webcrawl/redis/round_trips") / fetched,
                     "writes": writes / fetched if contender in LATENCY_CONTENDERS else 0.0,
                 })
                 print(f"{corpus} round {r + 1}/{rounds} {contender}: {fetched} pages in {crawl.wall:.1f} s, "
