@@ -16,27 +16,22 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 from collections.abc import Callable
+from functools import cache
 
 __all__ = ["trim"]
 
-_TRIM: Callable[[int], int] | None = None
-_LOOKED = False
 
-
+@cache
 def _malloc_trim() -> Callable[[int], int] | None:
-    global _TRIM, _LOOKED
-    if not _LOOKED:
-        _LOOKED = True
-        name = ctypes.util.find_library("c")
-        try:
-            libc = ctypes.CDLL(name) if name else None
-            _TRIM = getattr(libc, "malloc_trim", None)
-        except OSError:
-            _TRIM = None
-        if _TRIM is not None:
-            _TRIM.argtypes = [ctypes.c_size_t]
-            _TRIM.restype = ctypes.c_int
-    return _TRIM
+    name = ctypes.util.find_library("c")
+    try:
+        release = getattr(ctypes.CDLL(name), "malloc_trim", None) if name else None
+    except OSError:
+        return None
+    if release is not None:
+        release.argtypes = [ctypes.c_size_t]
+        release.restype = ctypes.c_int
+    return release
 
 
 def trim() -> bool:

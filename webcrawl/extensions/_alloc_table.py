@@ -100,15 +100,8 @@ class UrlStore:
         return self.data[self.offsets[row]:self.offsets[row + 1]].decode("utf-8", _ERRORS)
 
     def row_of(self, url: str) -> int | None:
-        """One URL's row, ``None`` if unknown (:meth:`rows_of` looks many up at once)."""
-        data = url.encode("utf-8", _ERRORS)
-        h = _url_hash(data)
-        holder = self.pending.get(h, -1)
-        if holder < 0 and len(self.keys):
-            at = int(self.keys.searchsorted(np.uint64(h)))
-            if at < len(self.keys) and int(self.keys[at]) == h:
-                holder = int(self.key_rows[at])
-        row = self._check(holder, url, data) if holder >= 0 else -1
+        """One URL's row, ``None`` if unknown."""
+        row = self._lookup([url])[3][0]
         return row if row >= 0 else None
 
     def rows_of(self, urls: Sequence[str]) -> np.ndarray:

@@ -127,13 +127,17 @@ class HostStore:
         self.on_error: Callable[[Exception], None] | None = None
         self._holds_size = cache_size
 
-    def _read(self, command: str, key: str, host: str) -> Any:
-        """A read for ``host``; None when Redis does not answer (callers keep what they knew:
-        an outage must not fail the request that asked)."""
+    def _read(self, host: str, *keys: str) -> Any:
+        """``host``'s field in each hash of ``keys``, in one round trip; ``_UNANSWERED`` when
+        Redis does not answer (callers keep what they knew: an outage must not fail the request
+        that asked)."""
         if self.offline():
             return _UNANSWERED
         try:
-            return getattr(self.client, command)(key, host)
+            pipe = self.client.pipeline(transaction=False)
+            for key in keys:
+                pipe.hget(key, host)
+            return pipe.execute()
         except redis.RedisError as exc:
             if self.on_error is not None:
                 self.on_error(exc)
@@ -143,19 +147,11 @@ class HostStore:
         """Read what a request to ``host`` needs (its delay, health and validator trust) in one
         round trip, into the caches: a process meets a host's three reads together, and three
         round trips each blocked the reactor. None when Redis does not answer."""
-        if self.offline():
-            return None
         shard = self.layout.shard(host)
-        try:
-            pipe = self.client.pipeline(transaction=False)
-            pipe.hget(shard.delay, host)
-            pipe.hget(shard.health, host)
-            pipe.hget(shard.trust_validators, host)
-            raw_delay, raw_health, raw_trust = pipe.execute()
-        except redis.RedisError as exc:
-            if self.on_error is not None:
-                self.on_error(exc)
+        replies = self._read(host, shard.delay, shard.health, shard.trust_validators)
+        if replies is _UNANSWERED:
             return None
+        raw_delay, raw_health, raw_trust = replies
         delay = max(float(raw_delay), self.default_delay) if raw_delay else self.default_delay
         health = DomainHealth(*_HEALTH.unpack(raw_health)) if raw_health else DomainHealth()
         trust = ValidatorTrust()
@@ -220,9 +216,10 @@ class HostStore:
     def sitemaps_trusted(self, host: str) -> bool:
         cached = self._sitemaps.get(host)
         if cached is None:
-            raw = self._read("hget", self.layout.shard(host).trust_sitemaps, host)
-            if raw is _UNANSWERED:
+            replies = self._read(host, self.layout.shard(host).trust_sitemaps)
+            if replies is _UNANSWERED:
                 return bool(self._sitemaps.stale(host, False))
+            raw = replies[0]
             t = self.sitemap_trust
             data = json.loads(raw) if raw else {}
             tracker = TrustTracker(t.min_agreements, t.max_disagreement_rate, t.memory,

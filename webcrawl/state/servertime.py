@@ -37,16 +37,13 @@ class ServerClock:
 
     def measure(self, samples: int = SAMPLES) -> float:
         """Measure the offset now (``samples`` round trips, the quickest kept); returns it."""
-        best: tuple[float, float] | None = None
+        trips = []  # (round trip, offset at its midpoint)
         for _ in range(max(1, samples)):
             before = self.local()
             seconds, micros = self.client.time()
             after = self.local()
-            trip = after - before
-            if best is None or trip < best[0]:
-                best = (trip, seconds + micros / 1e6 - (before + after) / 2)
-        assert best is not None
-        self.offset = best[1]
+            trips.append((after - before, seconds + micros / 1e6 - (before + after) / 2))
+        self.offset = min(trips)[1]
         self._measured_at = time.monotonic()
         return self.offset
 
