@@ -237,6 +237,52 @@ def test_without_a_delay_queued_requests_to_a_host_overlap() -> None:
     assert mw.stats.get_value("webcrawl/spacing/waited") is None
 
 
+def test_without_a_delay_a_host_stays_unspaced_after_its_robots_fetch() -> None:
+    """The robots.txt fetch (from outside the queue) leaves the host a state; the queued
+    requests that follow still overlap, up to Scrapy's own per-domain limit, not this one's."""
+    mw = build(delay=0.0, connections=2, claim=lambda host: 0.0)
+    wire = Wire(mw)
+    robots = Request("http://a.test/robots.txt", meta={M.PURPOSE: "robots"})
+    wire.send(robots)
+    wire.wait_started(robots.url)
+    wire.answer(robots)
+    for i in range(5):
+        wire.send(queued(f"http://a.test/{i}"))
+    for i in range(5):  # none answered: five in flight, more than the connection limit
+        wire.wait_started(f"http://a.test/{i}", timeout=0.5)
+    assert mw.stats.get_value("webcrawl/spacing/waited") is None
+
+
+def test_a_long_line_wakes_each_waiting_request_about_once() -> None:
+    """Forty requests to one host in line: each change wakes the first in line only, so the
+    waits grow with the line, not with its square."""
+    mw = build(delay=0.005, connections=1)
+    waits: list[float | None] = []
+    turns: list[object] = []
+    wait_for, wait_turn = mw._wait, mw._wait_turn
+
+    async def counted_wait(state: Any, seconds: float | None) -> None:
+        waits.append(seconds)
+        await wait_for(state, seconds)
+
+    async def counted_turn(state: Any, ticket: object) -> None:
+        turns.append(ticket)
+        await wait_turn(state, ticket)
+
+    mw._wait, mw._wait_turn = counted_wait, counted_turn  # type: ignore[method-assign]
+    wire = Wire(mw)
+    requests = [queued(f"http://a.test/{i}") for i in range(40)]
+    for request in requests:
+        wire.send(request)
+    for request in requests:
+        wire.wait_started(request.url)
+        wire.answer(request)
+    starts = [wire.started[r.url] for r in requests]
+    assert starts == sorted(starts), "arrival order"
+    assert len(turns) <= 2 * len(requests), f"{len(turns)} turn waits for 40 requests"
+    assert len(waits) <= 4 * len(requests), f"{len(waits)} change waits for 40 requests"
+
+
 def test_from_a_crawl_two_processes_share_each_hosts_turn_and_delay(redis_url: str, tmp_path: Path) -> None:
     settings = settings_for(redis_url, "spaced", tmp_path, WEBCRAWL_DOMAIN_DELAY_SECONDS=0.1,
                             WEBCRAWL_SLOW_RESPONSE_SECONDS=3)

@@ -24,7 +24,8 @@ So this middleware is the last word on when a request goes out:
   component) first takes the host's turn in Redis (:meth:`CrawlQueue.claim`), so it counts for
   every process of the crawl.
 
-Waiting requests go in arrival order. Once the crawl starts stopping
+Waiting requests go in arrival order, and only the first in line is woken when its host's
+state changes (a long line costs one wake a request). Once the crawl starts stopping
 (:data:`webcrawl.stopping.stop_started`), requests still waiting are given back at once rather
 than sent (:class:`webcrawl.stopping.Cancelled`; their leases go back to the queue), and so is
 any request that arrives later: a stopping crawl sends nothing new. The host's delay is the crawl's
@@ -76,7 +77,8 @@ async def reactor_sleep(seconds: float) -> None:
 
 
 class _Host:
-    __slots__ = ("active", "free_at", "last_key", "last_left", "last_start", "line", "watchers")
+    __slots__ = ("active", "free_at", "last_key", "last_left", "last_start", "line", "turns",
+                 "watchers")
 
     def __init__(self) -> None:
         self.active: dict[int, float] = {}  # id(request) -> start time, in flight
@@ -85,7 +87,8 @@ class _Host:
         self.last_key: int | None = None  # id() of the request that started last
         self.last_left: float | None = None  # when that one left (None while in flight)
         self.line: deque[object] = deque()  # requests waiting to start, in arrival order
-        self.watchers: list[Deferred[None]] = []  # waits ended by the next change
+        self.watchers: list[Deferred[None]] = []  # the first in line's waits for a change
+        self.turns: dict[object, Deferred[None]] = {}  # the others' waits to come first
 
 
 class HostSpacingMiddleware:
@@ -152,9 +155,11 @@ class HostSpacingMiddleware:
             self._give_back(request)
         delay = self.delay_for(host)
         state = self._hosts.get(host)
-        if (delay <= 0 and state is None and M.LEASE in request.meta
+        if (delay <= 0 and M.LEASE in request.meta and (state is None or not state.line)
                 and (self.held_until is None or self.held_until(host) <= self.clock())):
-            return  # no delay to keep: requests to the host may overlap, as Scrapy allows
+            # No delay to keep: requests to the host may overlap, as Scrapy allows (also once
+            # its robots.txt fetch, which came from outside the queue, left it a state).
+            return
         if state is None:
             state = self._hosts[host] = _Host()
         arrived = self.clock()
@@ -180,7 +185,9 @@ class HostSpacingMiddleware:
                     # may then come earlier, or a connection frees up).
                     await self._wait(state, None if ready is None else ready - now)
                 else:
-                    await self._wait(state, None)
+                    # Woken once it comes first, not at every change: a long line costs one
+                    # wake a request, not one a request per change.
+                    await self._wait_turn(state, ticket)
                 held = True
             if M.LEASE not in request.meta and self.claim is not None:
                 # Not from the crawl's queue: take the host's turn for every process first.
@@ -192,6 +199,7 @@ class HostSpacingMiddleware:
                 self.stats.inc_value("webcrawl/spacing/claimed")
         except BaseException:
             state.line.remove(ticket)
+            state.turns.pop(ticket, None)
             self._changed(state)  # the next in line looks again
             raise
         now = self.clock()
@@ -208,6 +216,17 @@ class HostSpacingMiddleware:
         state.last_key, state.last_left = id(request), None
         state.line.remove(ticket)
         self._changed(state)
+
+    @staticmethod
+    async def _wait_turn(state: _Host, ticket: object) -> None:
+        """Until ``ticket`` is first in its host's line (or the crawl starts stopping)."""
+        turn: Deferred[None] = Deferred()
+        state.turns[ticket] = turn
+        try:
+            await maybe_deferred_to_future(turn)
+        finally:
+            if state.turns.get(ticket) is turn:
+                del state.turns[ticket]
 
     async def _wait(self, state: _Host, seconds: float | None) -> None:
         """Until the host's state changes (a request to it starts or leaves, a waiting one gives
@@ -252,6 +271,10 @@ class HostSpacingMiddleware:
         request that arrives from now on."""
         self._stopping = True
         for state in self._hosts.values():
+            turns, state.turns = state.turns, {}
+            for turn in turns.values():
+                if not turn.called:
+                    turn.callback(None)
             self._changed(state)
 
     def _give_back(self, request: Request) -> None:
@@ -261,6 +284,11 @@ class HostSpacingMiddleware:
 
     @staticmethod
     def _changed(state: _Host) -> None:
+        """Wake the first in line: to look again at its host, or to find it is now first."""
+        if state.line:
+            turn = state.turns.pop(state.line[0], None)
+            if turn is not None and not turn.called:
+                turn.callback(None)
         watchers, state.watchers = state.watchers, []
         for changed in watchers:
             if not changed.called:
