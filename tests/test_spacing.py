@@ -253,6 +253,24 @@ def test_without_a_delay_a_host_stays_unspaced_after_its_robots_fetch() -> None:
     assert mw.stats.get_value("webcrawl/spacing/waited") is None
 
 
+def test_without_a_delay_requests_in_flight_to_a_host_stay_within_the_domain_limit() -> None:
+    """Scrapy's downloader starts every request queued for a host at once, so the per-domain
+    limit is kept here: the fourth of four waits until one of the three in flight leaves."""
+    mw = HostSpacingMiddleware(MemoryStatsCollector(get_crawler()), delay_for=lambda host: 0.0,
+                               unspaced_connections=3)
+    wire = Wire(mw)
+    requests = [queued(f"http://a.test/{i}") for i in range(4)]
+    for request in requests:
+        wire.send(request)
+    for request in requests[:3]:
+        wire.wait_started(request.url, timeout=0.5)
+    pump(0.1)
+    assert requests[3].url not in wire.started, "a fourth request in flight"
+    wire.answer(requests[1])
+    assert wire.wait_started(requests[3].url, timeout=0.5) >= wire.left[requests[1].url]
+    assert mw.stats.get_value("webcrawl/spacing/slow_overlap") is None
+
+
 def test_a_long_line_wakes_each_waiting_request_about_once() -> None:
     """Forty requests to one host in line: each change wakes the first in line only, so the
     waits grow with the line, not with its square."""

@@ -15,8 +15,11 @@ So this middleware is the last word on when a request goes out:
   delay) no longer holds its host: the next request may start beside it, so one slow or dripping
   URL cannot stall the host's other pages for minutes. Politeness still counts starts, and a host
   never has more than ``WEBCRAWL_MAX_CONNECTIONS_PER_HOST`` (default 2) requests in flight from
-  one process. A host whose delay is 0 (a throughput crawl of one's own servers) is not spaced
-  at all: Scrapy's ``CONCURRENT_REQUESTS_PER_DOMAIN`` alone bounds its connections;
+  one process. A host whose delay is 0 (a throughput crawl of one's own servers) is not spaced:
+  its requests overlap up to ``CONCURRENT_REQUESTS_PER_DOMAIN``. This middleware keeps that
+  bound: Scrapy's downloader (on the asyncio reactor) starts every request queued for a host in
+  one go before any counts as transferring, so a host could get dozens of connections at once,
+  each opened for one request and dropped from the full connection pool after it;
 - a request to a host this process backs off (a 429 or 503 answer, a timeout: the cost
   middleware's hold, :meth:`webcrawl.state.hosts.HostStore.hold`) waits until the hold ends: it
   may have been popped before the crawl's queue had the hold;
@@ -33,7 +36,7 @@ any request that arrives later: a stopping crawl sends nothing new. The host's d
 (:meth:`webcrawl.state.hosts.HostStore.delay`: known at once in this process when robots.txt
 says so, within seconds when another process learned it).
 
-Stats: ``webcrawl/spacing/waited`` (requests held for the delay), ``webcrawl/spacing/waited_seconds``,
+Stats: ``webcrawl/spacing/waited`` (requests held for the delay, a free connection or the turn), ``webcrawl/spacing/waited_seconds``,
 ``webcrawl/spacing/slow_overlap`` (requests let out beside a slow one),
 ``webcrawl/spacing/backed_off`` (requests that waited for a backoff hold of their host), ``webcrawl/spacing/claimed``,
 ``webcrawl/stop/given_back`` (requests given back unsent because the crawl was stopping).
@@ -97,7 +100,8 @@ class HostSpacingMiddleware:
     def __init__(self, stats: StatsCollector, *, delay_for: Callable[[str], float],
                  claim: Callable[[str], float] | None = None,
                  held_until: Callable[[str], float] | None = None, slow_seconds: float = 10.0,
-                 max_connections: int = 2, clock: Callable[[], float] = time.monotonic,
+                 max_connections: int = 2, unspaced_connections: int = 8,
+                 clock: Callable[[], float] = time.monotonic,
                  sleep: Sleep = reactor_sleep, host_limit: int = PRUNE_AT) -> None:
         if max_connections < 1:
             raise ValueError(f"WEBCRAWL_MAX_CONNECTIONS_PER_HOST={max_connections!r}: expected >= 1")
@@ -109,6 +113,8 @@ class HostSpacingMiddleware:
         self.held_until = held_until
         self.slow_seconds = slow_seconds
         self.max_connections = max_connections
+        #: requests in flight to a host with no delay (CONCURRENT_REQUESTS_PER_DOMAIN; 0: no bound)
+        self.unspaced_connections = unspaced_connections if unspaced_connections > 0 else 1 << 30
         self.clock = clock
         self.sleep = sleep
         self._hosts: dict[str, _Host] = {}
@@ -124,13 +130,16 @@ class HostSpacingMiddleware:
         middleware = cls(crawler.stats, delay_for=runtime.hosts.delay, claim=runtime.queue.claim,
                          held_until=runtime.hosts.held_until,
                          slow_seconds=settings.getfloat("WEBCRAWL_SLOW_RESPONSE_SECONDS", 10.0),
-                         max_connections=settings.getint("WEBCRAWL_MAX_CONNECTIONS_PER_HOST", 2))
+                         max_connections=settings.getint("WEBCRAWL_MAX_CONNECTIONS_PER_HOST", 2),
+                         unspaced_connections=settings.getint("CONCURRENT_REQUESTS_PER_DOMAIN", 8))
         crawler.signals.connect(middleware.request_left, signal=signals.request_left_downloader)
         crawler.signals.connect(middleware.stop_waiting, signal=stopping.stop_started)
         return middleware
 
     def _ready_at(self, state: _Host, delay: float) -> float | None:
         """When the host may take its next request; None while it has too many in flight."""
+        if delay <= 0:  # not spaced: only the number in flight is bounded
+            return float("-inf") if len(state.active) < self.unspaced_connections else None
         if len(state.active) >= self.max_connections:
             return None
         times = []
@@ -155,13 +164,14 @@ class HostSpacingMiddleware:
             self._give_back(request)
         delay = self.delay_for(host)
         state = self._hosts.get(host)
-        if (delay <= 0 and M.LEASE in request.meta and (state is None or not state.line)
-                and (self.held_until is None or self.held_until(host) <= self.clock())):
-            # No delay to keep: requests to the host may overlap, as Scrapy allows (also once
-            # its robots.txt fetch, which came from outside the queue, left it a state).
-            return
         if state is None:
             state = self._hosts[host] = _Host()
+        if (delay <= 0 and M.LEASE in request.meta and not state.line
+                and len(state.active) < self.unspaced_connections
+                and (self.held_until is None or self.held_until(host) <= self.clock())):
+            # No delay to keep and a connection free: on its way at once.
+            state.active[id(request)] = self.clock()
+            return
         arrived = self.clock()
         held = backed_off = False
         ticket = object()
@@ -208,7 +218,7 @@ class HostSpacingMiddleware:
         if held:
             self.stats.inc_value("webcrawl/spacing/waited")
             self.stats.inc_value("webcrawl/spacing/waited_seconds", now - arrived)
-        if state.active:
+        if state.active and self.delay_for(host) > 0:
             self.stats.inc_value("webcrawl/spacing/slow_overlap")
         # Started before the next in line looks again (a Deferred may resume it at once).
         state.active[id(request)] = now
