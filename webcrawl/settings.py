@@ -43,6 +43,9 @@ DOWNLOADER_MIDDLEWARES = {
     "webcrawl.middlewares.hostile.HostileAnswerMiddleware": 560,
     "scrapy.downloadermiddlewares.httpcompression.HttpCompressionMiddleware": None,
     "webcrawl.middlewares.hostile.DecodingMiddleware": 590,
+    # Scrapy's, looking at the bytes before decoding a page to find a meta refresh in it.
+    "scrapy.downloadermiddlewares.redirect.MetaRefreshMiddleware": None,
+    "webcrawl.middlewares.refresh.QuickMetaRefreshMiddleware": 580,
     # Above Redirect (600) and HttpCompression (590): sees final responses, adds validators last.
     "webcrawl.middlewares.conditional.ConditionalRequestMiddleware": 650,
     # Above Retry (550), Redirect (600) and conditional (650): sees every attempt's cost.
