@@ -45,3 +45,21 @@ def test_trim_hands_freed_heap_pages_back():
 def test_trim_says_whether_it_could():
     assert heap.trim() in (True, False)
     assert heap.trim() is (heap._malloc_trim() is not None)
+
+
+def test_collect_less_spaces_the_young_generation_passes_only() -> None:
+    """In a process of its own: the young generation's threshold is set, the older ones keep
+    theirs, and 0 leaves Python's setting alone."""
+    script = textwrap.dedent("""
+        import gc, sys
+        sys.path.insert(0, sys.argv[1])
+        from webcrawl import heap
+        before = gc.get_threshold()
+        heap.collect_less(0)
+        kept = gc.get_threshold()
+        heap.collect_less(12_345)
+        print(before == kept, gc.get_threshold() == (12_345, *before[1:]))
+    """)
+    done = subprocess.run([sys.executable, "-c", script, str(REPO)], capture_output=True,
+                          text=True, check=True)
+    assert done.stdout.split() == ["True", "True"]

@@ -30,6 +30,9 @@ DEFAULTS: dict[str, Any] = {
     "WEBCRAWL_BLOOM_ERROR_RATE": 0.01,
     "WEBCRAWL_SEEN_CACHE_SIZE": 500_000,
     "WEBCRAWL_PARSE_CACHE_SIZE": 20_000,
+    # Net new container objects between two young-generation passes of Python's cyclic garbage
+    # collector in a crawl process (webcrawl.heap.collect_less); 0 keeps Python's own (700).
+    "WEBCRAWL_GC_THRESHOLD": 20_000,
     "WEBCRAWL_RESET": False,
     "WEBCRAWL_EMBEDDED_REDIS_SHUTDOWN": True,
     # Shards of the crawl state: "auto" is 1 on a single server, CLUSTER_SHARDS on a cluster.
@@ -108,6 +111,11 @@ class StateConfig:
     def parse_cache_size_of(settings: BaseSettings) -> int:
         """``WEBCRAWL_PARSE_CACHE_SIZE``: entries of each of a process's parse memo tables."""
         return int(_number(settings, "WEBCRAWL_PARSE_CACHE_SIZE", minimum=1, integer=True))
+
+    @staticmethod
+    def gc_threshold_of(settings: BaseSettings) -> int:
+        """``WEBCRAWL_GC_THRESHOLD``: objects between the collector's young passes (0: Python's)."""
+        return int(_number(settings, "WEBCRAWL_GC_THRESHOLD", minimum=0, integer=True))
 
     @classmethod
     def from_settings(cls, settings: BaseSettings, spider_name: str) -> StateConfig:

@@ -9,16 +9,24 @@ climbs with the pages of the crawl although what it holds does not. ``malloc_tri
 the free pages of the heap, inside it as well as at its top.
 
 Elsewhere (musl, macOS, Windows) there is no ``malloc_trim``: :func:`trim` does nothing there.
+
+:func:`collect_less` spaces out Python's cyclic garbage collector in a crawl process. With
+Python's default (a young-generation pass every 700 net new container objects), a crawl runs
+hundreds of passes, each of which walks everything allocated since the last: about a tenth of the
+CPU of a one-page crawl (start-up builds several hundred thousand objects) and 7% of a crawl of
+small pages. Nearly all of a crawl's objects die by reference counting alone, so passes every
+20,000 objects find the same garbage with a twentieth of the work.
 """
 
 from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import gc
 from collections.abc import Callable
 from functools import cache
 
-__all__ = ["trim"]
+__all__ = ["collect_less", "trim"]
 
 
 @cache
@@ -41,3 +49,11 @@ def trim() -> bool:
         return False
     release(0)
     return True
+
+
+def collect_less(threshold: int) -> None:
+    """Run the collector's young-generation pass every ``threshold`` net new container objects
+    (the older generations keep their ratios); 0 or less leaves Python's setting alone."""
+    if threshold > 0:
+        _, middle, old = gc.get_threshold()
+        gc.set_threshold(threshold, middle, old)

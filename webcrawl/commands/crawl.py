@@ -34,6 +34,7 @@ from scrapy.utils.misc import load_object
 from webcrawl.commands._errors import fail, one_line, user_error_message
 from webcrawl.commands._stops import stops_from, with_stops
 from webcrawl.config import StateConfig
+from webcrawl.heap import collect_less
 from webcrawl.net.addresses import parse_networks
 from webcrawl.scheduler import ReadyQueueScheduler
 from webcrawl.settingtypes import LIST_SETTINGS, get_list, parse_list
@@ -63,6 +64,12 @@ class Command(ScrapyCrawlCommand):
     def process_options(self, args: list[str], opts: argparse.Namespace) -> None:
         super().process_options(args, opts)
         assert self.settings is not None
+        # Before the crawler's components are imported and built: start-up makes most objects.
+        try:
+            threshold = StateConfig.gc_threshold_of(self.settings)
+        except ValueError as exc:
+            fail(user_error_message(exc, self.settings) or str(exc))
+        collect_less(threshold)
         _lists_from_text(self.settings)
         if len(args) == 1:
             self.preflight(args[0])
