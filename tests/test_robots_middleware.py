@@ -402,3 +402,24 @@ def test_from_crawler_applies_crawl_delays_at_once_and_refuses_scrapys_middlewar
     with pytest.raises(ValueError, match="ROBOTSTXT_OBEY"):
         build_from_crawler(RobotsMiddleware,
                            get_crawler(settings_dict={**settings, "ROBOTSTXT_OBEY": True}))
+
+
+def test_a_fetch_for_a_popped_request_goes_in_that_requests_turn():
+    """The robots.txt fetch for a request popped from the crawl's queue (it carries a lease)
+    says so: it takes the pop's turn at the host instead of claiming one of its own. For any
+    other request it claims its own."""
+    from scrapy.http import Response
+
+    from webcrawl import meta as M
+
+    fetched: list[Request] = []
+
+    async def download(request: Request) -> Response:
+        fetched.append(request)
+        return Response(request.url, status=404)  # no robots.txt: all allowed
+
+    mw = build(RobotsCache(None), download=download)
+    _drive(mw.process_request(Request("http://a.example/x", meta={M.LEASE: "me:1"})))
+    _drive(mw.process_request(Request("http://b.example/x")))
+    assert [(r.url, r.meta[M.TURN_TAKEN]) for r in fetched] == [
+        ("http://a.example:80/robots.txt", True), ("http://b.example:80/robots.txt", False)]

@@ -226,6 +226,29 @@ def test_requests_from_outside_the_queue_claim_the_hosts_turn() -> None:
     assert claims == ["a.test", "a.test"] and mw.stats.get_value("webcrawl/spacing/claimed") == 1
 
 
+def test_a_robots_fetch_in_a_popped_requests_turn_claims_nothing_and_the_request_waits() -> None:
+    """The robots.txt fetch made for a popped request goes at once, in that pop's turn (no claim
+    in Redis), and the popped request goes the delay after it left."""
+    claims: list[str] = []
+
+    def claim(host: str) -> float:
+        claims.append(host)
+        return 5.0  # a claim would wait 5 s: the pop took the turn
+
+    mw = build(claim=claim)
+    wire = Wire(mw)
+    robots = Request("http://a.test/robots.txt", meta={M.PURPOSE: "robots", M.TURN_TAKEN: True})
+    page = queued("http://a.test/1")
+    began = time.monotonic()
+    wire.send(robots)
+    assert wire.wait_started(robots.url, timeout=1.0) - began < 1.0
+    wire.send(page)
+    pump(0.05)
+    wire.answer(robots)
+    assert wire.wait_started(page.url) - wire.left[robots.url] >= DELAY
+    assert claims == []
+
+
 def test_without_a_delay_queued_requests_to_a_host_overlap() -> None:
     """Delay 0 (a throughput crawl): nothing to space, so nothing is held."""
     mw = build(delay=0.0)

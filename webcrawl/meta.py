@@ -20,6 +20,7 @@
 | ``webcrawl_conditional`` | spider | False: send no validators (sitemaps) |
 | ``webcrawl_validators_for``, ``webcrawl_verify_304``, ``webcrawl_wire_bytes_before`` | conditional middleware | which URL the validators belong to; the time of the 304 a verification fetch checks; bytes counted before a redirect |
 | ``webcrawl_trigger`` | robots middleware | the request whose robots.txt fetch this is |
+| ``webcrawl_turn_taken`` | robots middleware | True: a robots.txt fetch made for a request popped from the crawl's queue; it goes in that pop's turn at the host (no claim of its own), and the request waits the delay after it |
 """
 
 from __future__ import annotations
@@ -45,3 +46,4 @@ VALIDATORS_FOR = "webcrawl_validators_for"
 VERIFY_304 = "webcrawl_verify_304"
 WIRE_BYTES_BEFORE = "webcrawl_wire_bytes_before"
 TRIGGER = "webcrawl_trigger"
+TURN_TAKEN = "webcrawl_turn_taken"

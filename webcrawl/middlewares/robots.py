@@ -43,6 +43,7 @@ from scrapy.utils.defer import maybe_deferred_to_future
 from scrapy.utils.httpobj import urlparse_cached
 from twisted.internet.defer import CancelledError, Deferred
 
+from webcrawl import meta as M
 from webcrawl import stopping
 from webcrawl.net.scope import OffsiteRefused
 from webcrawl.robots.cache import RobotsCache, origin_of
@@ -189,7 +190,7 @@ class RobotsMiddleware:
             # Another process may have fetched it meanwhile (the LRU missed, Redis may not).
             cached = self.cache.get(origin)
             if cached is None:
-                verdict = await self._fetch(origin)
+                verdict = await self._fetch(origin, turn_taken=M.LEASE in request.meta)
                 if verdict is None:
                     policy = None
                     return None
@@ -206,8 +207,14 @@ class RobotsMiddleware:
             pending.callback(policy)
         return policy
 
-    async def _fetch(self, origin: str) -> Verdict | None:
-        """The answer of the origin's robots.txt; None when the crawl is stopping."""
+    async def _fetch(self, origin: str, *, turn_taken: bool = False) -> Verdict | None:
+        """The answer of the origin's robots.txt; None when the crawl is stopping.
+
+        ``turn_taken``: the request waiting for it was popped from the crawl's queue, and so took
+        the host's turn; the robots.txt fetch goes in that turn, at once, and the request goes the
+        host's delay after it (the spacing middleware). Claiming a turn of its own would make it
+        wait the delay first, holding a downloader slot, and the request behind it a second time:
+        on a crawl of many new hosts, most slots then waited and few fetched."""
         if self.download is None:
             raise RuntimeError("RobotsMiddleware has no downloader: build it with from_crawler")
         robots_request = Request(
@@ -220,6 +227,7 @@ class RobotsMiddleware:
                 "webcrawl_purpose": "robots",
                 "redirect_ttl": self.max_redirects,
                 "dont_retry": True,  # a failure is cached for error_ttl, then fetched again
+                M.TURN_TAKEN: turn_taken,
             },
         )
         self.stats.inc_value("robotstxt/request_count")

@@ -25,7 +25,8 @@ So this middleware is the last word on when a request goes out:
   may have been popped before the crawl's queue had the hold;
 - a request that did not come out of the crawl's queue (a robots.txt fetch, a download made by a
   component) first takes the host's turn in Redis (:meth:`CrawlQueue.claim`), so it counts for
-  every process of the crawl.
+  every process of the crawl; except a robots.txt fetch made for a request popped from the queue
+  (``meta["webcrawl_turn_taken"]``), which goes in that pop's turn, the request after it.
 
 Waiting requests go in arrival order, and only the first in line is woken when its host's
 state changes (a long line costs one wake a request). Once the crawl starts stopping
@@ -199,7 +200,8 @@ class HostSpacingMiddleware:
                     # wake a request, not one a request per change.
                     await self._wait_turn(state, ticket)
                 held = True
-            if M.LEASE not in request.meta and self.claim is not None:
+            if (M.LEASE not in request.meta and not request.meta.get(M.TURN_TAKEN)
+                    and self.claim is not None):
                 # Not from the crawl's queue: take the host's turn for every process first.
                 while (wait := self.claim(host)) > 0:
                     held = True
