@@ -1,12 +1,14 @@
 """Scrapy components a crawl turns off, imported only when a crawl turns them back on.
 
-Scrapy imports every component listed in its settings before the component can say it is off
-(``NotConfigured``). Two of its defaults cost a crawl's start-up more than their weight when they
+Scrapy imports every component its settings name before the component can say it is off
+(``NotConfigured``), even one set to ``None`` in a project's own component setting. Two of its defaults cost a crawl's start-up more than their weight when they
 are off, as they are in webcrawl's settings: the remote control extension imports aiohttp's client
 and web server (about 0.1 s), and the cookies middleware imports ``tldextract`` (about 0.04 s).
-Each stand-in below takes its Scrapy component's place and order, reads the component's own
-setting, and only when that setting is on imports and builds Scrapy's component, which then runs
-exactly as it would have.
+Each stand-in below takes its Scrapy component's place and order in Scrapy's base lists
+(:func:`replace_in`, used by ``webcrawl.settings``), reads the component's own setting, and only
+when that setting is on imports and builds Scrapy's component, which then runs exactly as it
+would have. A project that turns Scrapy's component off by its class path (``None``) turns it off
+through its setting instead (``COOKIES_ENABLED``, ``REMOTE_CONTROL_ENABLED``).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from scrapy.utils.misc import build_from_crawler, load_object
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
 
-__all__ = ["CookiesMiddleware", "RemoteControl"]
+__all__ = ["CookiesMiddleware", "RemoteControl", "replace_in"]
 
 
 class _WhenEnabled:
@@ -31,7 +33,7 @@ class _WhenEnabled:
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Any:
         if not crawler.settings.getbool(cls.flag):
-            raise NotConfigured(f"{cls.flag} is off")
+            raise NotConfigured  # off as configured: nothing to log
         return build_from_crawler(load_object(cls.component), crawler)
 
 
@@ -47,3 +49,15 @@ class CookiesMiddleware(_WhenEnabled):
 
     component = "scrapy.downloadermiddlewares.cookies.CookiesMiddleware"
     flag = "COOKIES_ENABLED"
+
+
+STAND_INS: dict[str, str] = {
+    RemoteControl.component: f"{__name__}.RemoteControl",
+    CookiesMiddleware.component: f"{__name__}.CookiesMiddleware",
+}
+
+
+def replace_in(base: dict[str, int | None]) -> dict[str, int | None]:
+    """``base`` (a Scrapy ``*_BASE`` component list) with each component above replaced by its
+    stand-in at the same order."""
+    return {STAND_INS.get(path, path): order for path, order in base.items()}
