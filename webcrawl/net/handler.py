@@ -24,18 +24,21 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from scrapy.core.downloader.handlers.http11 import HTTP11DownloadHandler
 from scrapy.exceptions import IgnoreRequest
 from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
 
 from webcrawl import stopping
+from webcrawl.net._imports import import_http11
 from webcrawl.net.addresses import AddressPolicy, parse_networks
 from webcrawl.net.resolver import connecting_for
 
 if TYPE_CHECKING:
+    from scrapy.core.downloader.handlers.http11 import HTTP11DownloadHandler
     from scrapy.crawler import Crawler
     from scrapy.http import Request, Response
     from twisted.internet.defer import Deferred
+else:
+    HTTP11DownloadHandler = import_http11().HTTP11DownloadHandler
 
 logger = logging.getLogger(__name__)
 
