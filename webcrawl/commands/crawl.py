@@ -25,6 +25,7 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Any
 
+from scrapy import signals
 from scrapy.addons import AddonManager
 from scrapy.commands.crawl import Command as ScrapyCrawlCommand
 from scrapy.exceptions import UsageError
@@ -32,6 +33,7 @@ from scrapy.spiderloader import get_spider_loader
 from scrapy.utils.misc import load_object
 
 from webcrawl.commands._errors import fail, one_line, user_error_message
+from webcrawl.commands._logging import skip_unprinted_records
 from webcrawl.commands._stops import stops_from, with_stops
 from webcrawl.config import StateConfig
 from webcrawl.heap import collect_less
@@ -117,6 +119,8 @@ class Command(ScrapyCrawlCommand):
             crawler = self._create_crawler(args[0])
         except KeyError as exc:  # checked in preflight; kept for callers that skip it
             fail(str(exc))
+        # Scrapy installs its root handler while the crawler starts: once the engine runs.
+        crawler.signals.connect(skip_unprinted_records, signal=signals.engine_started)
         watch = _BootstrapWatch(self.settings)
         watch.follow(self.crawler_process.crawl(crawler, **opts.spargs))
         try:
