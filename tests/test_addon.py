@@ -34,7 +34,7 @@ def test_every_setting_of_webcrawls_project_has_its_place() -> None:
     names = {t.id for node in tree.body if isinstance(node, ast.Assign) for t in node.targets
              if isinstance(t, ast.Name) and t.id.isupper()}
     placed = [*addon.PRE_CRAWLER, *addon.PRE_CRAWLER_DEFAULTS, *addon.REQUIRED, *addon.COMPONENTS,
-              *addon.DEFAULTS, *addon.PROJECT_ONLY]
+              *addon.BASES, *addon.DEFAULTS, *addon.PROJECT_ONLY]
     assert len(placed) == len(set(placed)), "a setting placed twice"
     assert names == set(placed), (names - set(placed), set(placed) - names)
 
@@ -58,6 +58,11 @@ def test_applied_over_a_new_projects_settings() -> None:
                   for k, v in settings.getdict(name).items()}
         for path, order in getattr(reference, name).items():
             assert merged[load_object(path)] == order, (name, path)
+    # Scrapy's remote control and cookies components: stand-ins at their orders in the bases.
+    bases = {**settings.getdict("EXTENSIONS_BASE"), **settings.getdict("DOWNLOADER_MIDDLEWARES_BASE")}
+    assert bases["webcrawl.optional.RemoteControl"] == 0
+    assert bases["webcrawl.optional.CookiesMiddleware"] == 700
+    assert "scrapy.downloadermiddlewares.cookies.CookiesMiddleware" not in bases
     # What the project set stays; what it did not takes webcrawl's value.
     assert settings.getbool("COOKIES_ENABLED") and settings.getint("DOWNLOAD_TIMEOUT") == 5
     assert settings.getint("CONCURRENT_REQUESTS_PER_DOMAIN") == 1

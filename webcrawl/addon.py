@@ -16,6 +16,9 @@ source of the values: nothing is copied here, only which settings go where):
   spider's ``custom_settings``;
 - :data:`COMPONENTS`: webcrawl's middlewares, pipelines and extensions, merged into the project's
   own component dictionaries (the Scrapy components webcrawl replaces are switched off there);
+- :data:`BASES`: in Scrapy's base component lists as the project has them, Scrapy's remote
+  control extension and cookies middleware replaced by stand-ins that import them only when their
+  settings turn them on (:mod:`webcrawl.optional`);
 - :data:`DEFAULTS`: the safe defaults (no telnet console, no remote control, no cookies, a
   download size limit, at most 10 redirects, a deadline per answer), the scheduler's concurrency,
   the feeds' fields, the stats collector (:mod:`webcrawl.stats`), and the three ``WEBCRAWL_*``
@@ -42,12 +45,13 @@ from typing import TYPE_CHECKING, Any
 from scrapy.settings import SETTINGS_PRIORITIES
 from scrapy.utils.misc import load_object
 
+from webcrawl import optional
 from webcrawl import settings as reference
 
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
 
-__all__ = ["COMPONENTS", "DEFAULTS", "PRE_CRAWLER", "PROJECT_ONLY", "REQUIRED", "Addon"]
+__all__ = ["BASES", "COMPONENTS", "DEFAULTS", "PRE_CRAWLER", "PROJECT_ONLY", "REQUIRED", "Addon"]
 
 logger = logging.getLogger(__name__)
 
@@ -60,6 +64,9 @@ REQUIRED = ("SCHEDULER", "ROBOTSTXT_OBEY", "DOWNLOAD_DELAY", "DOWNLOAD_DELAY_JIT
             "AUTOTHROTTLE_ENABLED", "DOWNLOAD_HANDLERS")
 #: Component priority dictionaries, merged into the project's.
 COMPONENTS = ("DOWNLOADER_MIDDLEWARES", "SPIDER_MIDDLEWARES", "EXTENSIONS", "ITEM_PIPELINES")
+#: Scrapy's base component lists, with webcrawl.optional's stand-ins in place of the components
+#: they replace (the rest of the project's base lists untouched).
+BASES = ("EXTENSIONS_BASE", "DOWNLOADER_MIDDLEWARES_BASE")
 #: Defaults a project may change; set at the add-on priority.
 DEFAULTS = ("WEBCRAWL_REDIS_URL", "WEBCRAWL_DATA_DIR", "CONCURRENT_REQUESTS",
             "CONCURRENT_REQUESTS_PER_DOMAIN", "FEED_EXPORT_FIELDS", "TELNETCONSOLE_ENABLED",
@@ -103,6 +110,9 @@ class Addon:
         for name in COMPONENTS:
             for path, order in _value(name).items():
                 settings.set_in_component_priority_dict(name, load_object(path), order)
+        for name in BASES:
+            settings.set(name, optional.replace_in(dict(settings.getdict(name))),
+                         priority=settings.getpriority(name) or "default")
         for name in DEFAULTS:
             settings.set(name, _value(name), priority="addon")
 
