@@ -17,6 +17,7 @@ Both crawls must exit 0 and fetch the page. ``./run bench startup``; ``BENCH_STA
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import socket
@@ -27,6 +28,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench._realsites_crawl import _PAGE_TYPE, _SITE
 from bench._report import table, write_section
 from bench._scheduler_process import Child, Crawl, project_env, reproduce, scrapy_command
 
@@ -34,30 +36,8 @@ ADDRESS = "127.0.0.31"
 SITE = "startup-bench"
 TARGET = 1.3
 
-_PAGE = "<html><head><title>One page</title></head><body><h1>One page</h1><p>Nothing else.</p></body></html>\n"
-
-_SITE_FILE = """\
-name = "{name}"
-seeds = ["{url}"]
-allowed_domains = ["{address}"]
-allowed_private_networks = ["{address}"]
-
-[politeness]
-user_agent = "webcrawl-bench/0.1 (+https://example.invalid/bench; bench@example.invalid)"
-min_delay_seconds = 0
-
-[budget]
-billing = "requests"
-amount_per_cycle = 1000
-cycle_seconds = 86400
-
-[[page_types]]
-name = "page"
-url_pattern = '^http://{address}:'
-[page_types.fields]
-title = "h1"
-"""
-
+_PAGE = ("<html><head><title>One page</title></head>"
+         "<body><h1>One page</h1><p>Nothing else.</p></body></html>\n")
 
 def _free_port() -> int:
     with socket.socket() as probe:
@@ -118,8 +98,10 @@ def main() -> None:
     server = Server(folder / "www")
     runs: dict[str, list[Crawl]] = {"webcrawl": [], "vanilla": []}
     try:
-        (folder / "sites" / f"{SITE}.toml").write_text(
-            _SITE_FILE.format(name=SITE, url=server.url, address=ADDRESS))
+        # The real-site benchmark's site file: the whole stack, delay 0, a budget never reached.
+        (folder / "sites" / f"{SITE}.toml").write_text(_SITE.format(
+            name=SITE, seeds=json.dumps([server.url]), address=ADDRESS, denied="",
+            page_types=_PAGE_TYPE.format(name="page", pattern=f"^http://{ADDRESS}:")))
         for i in range(pairs):
             order = ("webcrawl", "vanilla") if i % 2 == 0 else ("vanilla", "webcrawl")
             for contender in order:

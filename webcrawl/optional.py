@@ -1,14 +1,15 @@
 """Scrapy components a crawl turns off, imported only when a crawl turns them back on.
 
 Scrapy imports every component its settings name before the component can say it is off
-(``NotConfigured``), even one set to ``None`` in a project's own component setting. Two of its defaults cost a crawl's start-up more than their weight when they
-are off, as they are in webcrawl's settings: the remote control extension imports aiohttp's client
-and web server (about 0.1 s), and the cookies middleware imports ``tldextract`` (about 0.04 s).
-Each stand-in below takes its Scrapy component's place and order in Scrapy's base lists
-(:func:`replace_in`, used by ``webcrawl.settings``), reads the component's own setting, and only
-when that setting is on imports and builds Scrapy's component, which then runs exactly as it
-would have. A project that turns Scrapy's component off by its class path (``None``) turns it off
-through its setting instead (``COOKIES_ENABLED``, ``REMOTE_CONTROL_ENABLED``).
+(``NotConfigured``), even one set to ``None`` in a project's own component setting. Two of its
+defaults cost a crawl's start-up more than their weight when they are off, as they are in
+webcrawl's settings: the remote control extension imports aiohttp's client and web server (about
+0.1 s), and the cookies middleware imports ``tldextract`` (about 0.04 s). Each stand-in below
+takes its Scrapy component's place and order in Scrapy's base lists (:func:`replace_in`, used by
+``webcrawl.settings`` and the add-on), reads the component's own setting, and only when that
+setting is on imports and builds Scrapy's component, which then runs exactly as it would have. A
+project that turns Scrapy's component off by its class path (``None``) turns it off through its
+setting instead (``COOKIES_ENABLED``, ``REMOTE_CONTROL_ENABLED``).
 """
 
 from __future__ import annotations

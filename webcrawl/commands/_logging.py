@@ -1,12 +1,12 @@
 """Log records nobody prints are not built.
 
 Scrapy's root handler filters by ``LOG_LEVEL``, but Scrapy leaves the root logger at ``NOTSET``
-and its own ``scrapy`` logger at ``DEBUG``: ``Logger.isEnabledFor(DEBUG)`` says yes, so every DEBUG line (one per response,
-"Crawled (200) ...", and one per item, "Scraped from ..." or "Dropped: ...") builds a
-``LogRecord`` that the handler then drops. On a crawl of small pages that was 2% of the CPU.
-Once the crawl's logging is in place, :func:`skip_unprinted_records` raises the root logger and
-the ``scrapy`` logger to the level of Scrapy's handler, when that handler is the only one on the
-root logger (a handler someone added may want more).
+and its own ``scrapy`` logger at ``DEBUG``: ``Logger.isEnabledFor(DEBUG)`` says yes, so every
+DEBUG line (one per response, "Crawled (200) ...", and one per item, "Scraped from ..." or
+"Dropped: ...") builds a ``LogRecord`` that the handler then drops. On a crawl of small pages that
+was 2% of the CPU. Once the crawl's logging is in place, :func:`skip_unprinted_records` raises
+the root logger and the ``scrapy`` logger to the level of Scrapy's handler, when that handler is
+the only one on the root logger (a handler someone added may want more).
 """
 
 from __future__ import annotations

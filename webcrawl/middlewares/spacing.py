@@ -37,7 +37,8 @@ any request that arrives later: a stopping crawl sends nothing new. The host's d
 (:meth:`webcrawl.state.hosts.HostStore.delay`: known at once in this process when robots.txt
 says so, within seconds when another process learned it).
 
-Stats: ``webcrawl/spacing/waited`` (requests held for the delay, a free connection or the turn), ``webcrawl/spacing/waited_seconds``,
+Stats: ``webcrawl/spacing/waited`` (requests held for the delay, a free connection or the
+turn), ``webcrawl/spacing/waited_seconds``,
 ``webcrawl/spacing/slow_overlap`` (requests let out beside a slow one),
 ``webcrawl/spacing/backed_off`` (requests that waited for a backoff hold of their host), ``webcrawl/spacing/claimed``,
 ``webcrawl/stop/given_back`` (requests given back unsent because the crawl was stopping).
@@ -163,16 +164,16 @@ class HostSpacingMiddleware:
             return
         if self._stopping:
             self._give_back(request)
-        delay = self.delay_for(host)
         state = self._hosts.get(host)
         if state is None:
             state = self._hosts[host] = _Host()
-        if (delay <= 0 and M.LEASE in request.meta and not state.line
-                and len(state.active) < self.unspaced_connections
-                and (self.held_until is None or self.held_until(host) <= self.clock())):
-            # No delay to keep and a connection free: on its way at once.
-            state.active[id(request)] = self.clock()
-            return
+        claims = M.LEASE not in request.meta and not request.meta.get(M.TURN_TAKEN)
+        if not state.line and not (claims and self.claim is not None):
+            now = self.clock()
+            ready, _ = self._ready(state, host, now)
+            if ready is not None and ready <= now:  # nobody waiting and the host is ready
+                self._start(state, request, host, now)
+                return
         arrived = self.clock()
         held = backed_off = False
         ticket = object()
@@ -184,12 +185,8 @@ class HostSpacingMiddleware:
                     self._give_back(request)
                 if state.line[0] is ticket:
                     now = self.clock()
-                    ready = self._ready_at(state, self.delay_for(host))
-                    if ready is not None and self.held_until is not None:
-                        until = self.held_until(host)
-                        if until > now:
-                            ready = max(ready, until)
-                            backed_off = True
+                    ready, held_back = self._ready(state, host, now)
+                    backed_off = backed_off or held_back
                     if ready is not None and ready <= now:
                         break
                     # Until the host's turn, or sooner if a request to it leaves (its turn
@@ -200,8 +197,7 @@ class HostSpacingMiddleware:
                     # wake a request, not one a request per change.
                     await self._wait_turn(state, ticket)
                 held = True
-            if (M.LEASE not in request.meta and not request.meta.get(M.TURN_TAKEN)
-                    and self.claim is not None):
+            if claims and self.claim is not None:
                 # Not from the crawl's queue: take the host's turn for every process first.
                 while (wait := self.claim(host)) > 0:
                     held = True
@@ -220,14 +216,28 @@ class HostSpacingMiddleware:
         if held:
             self.stats.inc_value("webcrawl/spacing/waited")
             self.stats.inc_value("webcrawl/spacing/waited_seconds", now - arrived)
+        # Started before the next in line looks again (a Deferred may resume it at once).
+        self._start(state, request, host, now)
+        state.line.remove(ticket)
+        self._changed(state)
+
+    def _ready(self, state: _Host, host: str, now: float) -> tuple[float | None, bool]:
+        """When the host may take its next request (None: not while so many are in flight), and
+        whether a backoff hold of the host is what keeps it past ``now``."""
+        ready = self._ready_at(state, self.delay_for(host))
+        if ready is not None and self.held_until is not None:
+            until = self.held_until(host)
+            if until > now:
+                return max(ready, until), True
+        return ready, False
+
+    def _start(self, state: _Host, request: Request, host: str, now: float) -> None:
+        """Book ``request`` as on its way to ``host`` at ``now``."""
         if state.active and self.delay_for(host) > 0:
             self.stats.inc_value("webcrawl/spacing/slow_overlap")
-        # Started before the next in line looks again (a Deferred may resume it at once).
         state.active[id(request)] = now
         state.last_start = now
         state.last_key, state.last_left = id(request), None
-        state.line.remove(ticket)
-        self._changed(state)
 
     @staticmethod
     async def _wait_turn(state: _Host, ticket: object) -> None:
