@@ -57,6 +57,8 @@ from webcrawl.state.servertime import ServerClock
 from webcrawl.state.types import TypeIds
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from scrapy.crawler import Crawler
     from scrapy.statscollectors import StatsCollector
 
@@ -254,7 +256,20 @@ class CrawlRuntime:
 
     def _timed_flush(self) -> None:
         self._flush_call = None
-        self._flush()
+        if self.failed or self.batch.sending:
+            return  # the answer of the send under way arms the next one
+        # Behind: the reactor goes on while Redis answers. A pop or a look that must see these
+        # writes waits for the answer first (the batch's flush settles it).
+        self._flushed_at = time.monotonic()
+        self.batch.send_behind(_call_from_thread, self._sent_behind)
+
+    def _sent_behind(self, error: StateError | None) -> None:
+        if error is None:
+            self.answered()
+        else:
+            self.fail(error)
+        if not self.failed and len(self.batch):
+            self._flush_soon()
 
     def _flush(self) -> None:
         if self.failed:
@@ -277,6 +292,7 @@ class CrawlRuntime:
         round trip (:mod:`webcrawl.state.riders`); returns each one's replies. Raises
         :data:`StateError` (the batch keeps its calls for the next flush; the caller decides
         whether to ask again and calls :meth:`fail`)."""
+        self.batch.settle()
         self._flushed_at = time.monotonic()
         replies = self.riding.carry(list(builds), self.batch.flush)
         self.answered()
@@ -334,6 +350,7 @@ class CrawlRuntime:
             return
         self._closed = True
         self._flush()
+        self.batch.close()
         self.stats.set_value("webcrawl/redis/round_trips", self.round_trips.count)
         _runtimes.pop(self.crawler, None)
         if self.embedded is not None and self.config.shutdown_embedded:
@@ -361,6 +378,12 @@ def flush_seconds(settings: Any, delay: float) -> float:
     if not 0 <= value <= 1:
         raise ValueError(f"WEBCRAWL_FLUSH_SECONDS={raw!r}: expected seconds between 0 and 1")
     return min(value, delay / 10) if delay > 0 else value
+
+
+def _call_from_thread(f: Callable[[], None]) -> None:
+    from twisted.internet import reactor
+
+    reactor.callFromThread(f)  # type: ignore[attr-defined]
 
 
 def _origin_host(origin: str) -> str:

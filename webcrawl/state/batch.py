@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -73,6 +74,15 @@ class _Shard:
         return bool(self.ops or self.entries or self.acks)
 
 
+@dataclass
+class _Behind:
+    """A send under way on the batch's thread."""
+
+    calls: list[_Call]
+    future: Future[list[Any]]
+    done: Callable[[redis.RedisError | None], None]
+
+
 class WriteBatch:
     """Operations waiting for the next flush (see the module docstring)."""
 
@@ -97,6 +107,8 @@ class WriteBatch:
         self._bucket = 0.0
         self._scheduled = False
         self._unsent: list[_Call] = []
+        self._behind: _Behind | None = None
+        self._sender: ThreadPoolExecutor | None = None
         self.flushes = 0
 
     def __len__(self) -> int:
@@ -185,25 +197,88 @@ class WriteBatch:
 
     def flush(self) -> bool:
         """Send everything waiting, in one pipeline; answers go to the callbacks. Returns whether
-        anything was sent (and answered).
+        anything was sent (and answered). A send under way behind (:meth:`send_behind`) is
+        waited for and answered first.
 
         Raises :class:`redis.RedisError` when Redis fails. Nothing is lost then: the calls stay
         queued, with their op ids, and the next flush sends them again first; a call that the
         server applied although the client saw an error answers its kept result the second
         time, with no second effect."""
+        self.settle()
+        calls = self._take()
+        if not calls:
+            return False
+        self._answer(calls, self._send_all(calls, self.client))
+        return True
+
+    def send_behind(self, post: Callable[[Callable[[], None]], Any],
+                    done: Callable[[redis.RedisError | None], None]) -> bool:
+        """Send everything waiting from the batch's own thread, so the caller's thread does not
+        wait for Redis; returns whether anything went. When the answer is in, ``post`` is called
+        from that thread with a function that must run on the caller's thread: it answers the
+        callbacks (as :meth:`flush` does) and then calls ``done`` with the error, if Redis
+        failed (the calls stay queued, as after a failed :meth:`flush`).
+
+        One send at a time: :meth:`flush` and :meth:`settle` wait for this one first."""
+        self.settle()
+        calls = self._take()
+        if not calls:
+            return False
+        if self._sender is None:
+            self._sender = ThreadPoolExecutor(1, thread_name_prefix="webcrawl-batch")
+        # The plain client: riders go with the caller's own flushes, never behind.
+        client = getattr(self.client, "unwrapped", self.client)
+        behind = _Behind(calls, self._sender.submit(self._send_all, calls, client), done)
+        self._behind = behind
+        behind.future.add_done_callback(lambda _: post(lambda: self._settle(behind)))
+        return True
+
+    @property
+    def sending(self) -> bool:
+        """Whether a send behind is under way or unanswered."""
+        return self._behind is not None
+
+    def settle(self) -> None:
+        """Wait for the send behind, if one is under way, and answer it (see
+        :meth:`send_behind`)."""
+        if self._behind is not None:
+            self._settle(self._behind)
+
+    def _settle(self, behind: _Behind) -> None:
+        if self._behind is not behind:
+            return  # answered already
+        self._behind = None
+        try:
+            replies = behind.future.result()
+        except redis.RedisError as exc:
+            behind.done(exc)
+            return
+        self._answer(behind.calls, replies)
+        behind.done(None)
+
+    def close(self) -> None:
+        """Answer the send behind, if any, and stop the batch's thread."""
+        self.settle()
+        if self._sender is not None:
+            self._sender.shutdown()
+            self._sender = None
+
+    def _take(self) -> list[_Call]:
         self._scheduled = False
         self._build()
-        if not self._unsent:
-            return False
-        calls = self._unsent
+        return list(self._unsent)
+
+    def _send_all(self, calls: list[_Call], client: Any) -> list[Any]:
         try:
-            replies = self._send(calls)
+            return self._send(calls, client)
         except redis.exceptions.NoScriptError:
             # A restarted or promoted server lost its script cache: load the scripts and send
             # the same calls again (their op ids make what did run answer without running twice).
             self.scripts.load()
-            replies = self._send(calls)
-        self._unsent = []
+            return self._send(calls, client)
+
+    def _answer(self, calls: list[_Call], replies: list[Any]) -> None:
+        del self._unsent[:len(calls)]
         self.flushes += 1
         for call, reply in zip(calls, replies):
             work = call.work
@@ -218,10 +293,9 @@ class WriteBatch:
                 for n, callback in work.callbacks:
                     if callback is not None:
                         callback(list(reply[4 * n:4 * n + 4]))
-        return True
 
-    def _send(self, calls: list[_Call]) -> list[Any]:
-        pipe = self.client.pipeline(transaction=False)
+    def _send(self, calls: list[_Call], client: Any) -> list[Any]:
+        pipe = client.pipeline(transaction=False)
         for call in calls:
             self.scripts.call_keys(call.script, call.keys, call.args, client=pipe)
         return pipe.execute()

@@ -17,6 +17,7 @@ to :attr:`RoundTrips.count` of the client, which the crawl publishes as a stat.
 from __future__ import annotations
 
 import logging
+import threading
 from typing import Any
 
 import redis
@@ -35,10 +36,16 @@ class RedisUnavailable(RuntimeError):
 
 
 class RoundTrips:
-    """A counter shared by the connections of one client."""
+    """A counter shared by the connections of one client, from any thread (the write batch
+    sends from a thread of its own)."""
 
     def __init__(self) -> None:
         self.count = 0
+        self._lock = threading.Lock()
+
+    def add(self) -> None:
+        with self._lock:
+            self.count += 1
 
 
 def _counting(base: type, counter: RoundTrips) -> type:
@@ -46,7 +53,7 @@ def _counting(base: type, counter: RoundTrips) -> type:
         counts = True
 
         def send_packed_command(self, command: Any, check_health: bool = True) -> None:
-            counter.count += 1
+            counter.add()
             super().send_packed_command(command, check_health)
 
     CountingConnection.__name__ = f"Counting{base.__name__}"

@@ -46,6 +46,11 @@ class RidingClient:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._client, name)
 
+    @property
+    def unwrapped(self) -> Any:
+        """The wrapped client: its pipelines carry no riders."""
+        return self._client
+
     def pipeline(self, transaction: Any = False, shard_hint: Any = None) -> _RidingPipeline:
         return _RidingPipeline(self, self._client.pipeline(transaction=transaction,
                                                            shard_hint=shard_hint))
