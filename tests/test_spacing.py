@@ -417,6 +417,59 @@ def test_a_stalled_reactor_does_not_send_two_requests_to_a_host_together(
     assert not short, f"{len(short)} gaps shorter than {delay} s: {short}"
 
 
+FOLLOW_CRAWL = textwrap.dedent(
+    """
+    import json, sys
+    from scrapy.crawler import CrawlerProcess
+    from scrapy.utils.project import get_project_settings
+    from webcrawl.spiders.follow import FollowSpider
+
+    config = json.loads(sys.argv[1])
+    settings = get_project_settings()
+    settings.setdict(config["settings"], priority="cmdline")
+    process = CrawlerProcess(settings)
+    process.crawl(FollowSpider, seeds=config["seeds"])
+    process.start()
+    """
+)
+
+
+def test_pages_waiting_after_robots_leave_their_slots_to_other_hosts(
+        redis_url: str, tmp_path: Path) -> None:
+    """Two slots (CONCURRENT_REQUESTS = 2) and six new hosts at a 0.5 s delay: each host's first
+    page waits the delay after its robots.txt. Held in a slot, the first two pages would keep
+    every other host's robots.txt back until they went; given up, all six hosts start at once."""
+    with start_server_process("generated", 6, tmp_path / "server.log", pages=12, min_kb=1,
+                              max_kb=2, links=10) as site:
+        seeds = ",".join(site.base_url(h) + "/" for h in site.hosts)
+        settings: dict[str, Any] = {
+            "WEBCRAWL_REDIS_URL": redis_url, "WEBCRAWL_CRAWL_NAME": "slots",
+            "WEBCRAWL_DOMAIN_DELAY_SECONDS": 0.5, "CONCURRENT_REQUESTS": 2, "LOG_LEVEL": "INFO",
+            "WEBCRAWL_DATA_DIR": str(tmp_path / "data"),
+            "WEBCRAWL_ALLOWED_PRIVATE_NETWORKS": "127.0.0.0/8"}
+        env = dict(os.environ, SCRAPY_SETTINGS_MODULE="webcrawl.settings",
+                   PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+        log_path = tmp_path / "crawl.log"
+        with open(log_path, "wb") as log:
+            process = subprocess.Popen(
+                [sys.executable, "-c", FOLLOW_CRAWL,
+                 json.dumps({"seeds": seeds, "settings": settings})],
+                cwd=tmp_path, env=env, stdout=log, stderr=subprocess.STDOUT)
+        assert finish(process, 120) == 0, log_path.read_text()[-3000:]
+        server_log = sorted(site.read_log(), key=lambda e: e.mono)
+    text = log_path.read_text()
+    assert "Traceback" not in text, text[-3000:]
+    robots = [e for e in server_log if e.path == "/robots.txt"]
+    assert len(robots) == 6 and len(pages(server_log)) >= 12
+    first_page = min(e.mono for e in pages(server_log))
+    late = [e.host for e in robots if e.mono > first_page]
+    assert not late, f"robots.txt of {late} waited for a page to go out first"
+    stats = stats_of(text)
+    assert stats.get("webcrawl/spacing/slot_given_up", 0) >= 6
+    short = [g for gaps in gaps_by_host(server_log).values() for g in gaps if g < 0.5]
+    assert not short, f"gaps under the delay: {short}"
+
+
 def test_idle_hosts_are_forgotten_without_a_scan_per_answer() -> None:
     """The host table is bounded: past its limit, idle hosts whose delay has passed are dropped;
     while most hosts stay busy, the next scan waits for the table to double, so answers do not

@@ -29,7 +29,10 @@ So this middleware is the last word on when a request goes out:
   (``meta["webcrawl_turn_taken"]``), which goes in that pop's turn, the request after it.
 
 Waiting requests go in arrival order, and only the first in line is woken when its host's
-state changes (a long line costs one wake a request). Once the crawl starts stopping
+state changes (a long line costs one wake a request). A request from the crawl's queue waiting
+out a time (the delay after its host's robots.txt, a backoff hold) gives up its
+``CONCURRENT_REQUESTS`` slot meanwhile and takes one back before it goes
+(:class:`DownloaderSlots`): other hosts' requests use the slot. Once the crawl starts stopping
 (:data:`webcrawl.stopping.stop_started`), requests still waiting are given back at once rather
 than sent (:class:`webcrawl.stopping.Cancelled`; their leases go back to the queue), and so is
 any request that arrives later: a stopping crawl sends nothing new. The host's delay is the crawl's
@@ -40,7 +43,9 @@ says so, within seconds when another process learned it).
 Stats: ``webcrawl/spacing/waited`` (requests held for the delay, a free connection or the
 turn), ``webcrawl/spacing/waited_seconds``,
 ``webcrawl/spacing/slow_overlap`` (requests let out beside a slow one),
-``webcrawl/spacing/backed_off`` (requests that waited for a backoff hold of their host), ``webcrawl/spacing/claimed``,
+``webcrawl/spacing/backed_off`` (requests that waited for a backoff hold of their host),
+``webcrawl/spacing/claimed``, ``webcrawl/spacing/slot_given_up`` (requests that waited without
+a slot),
 ``webcrawl/stop/given_back`` (requests given back unsent because the crawl was stopping).
 """
 
@@ -96,6 +101,70 @@ class _Host:
         self.turns: dict[object, Deferred[None]] = {}  # the others' waits to come first
 
 
+class DownloaderSlots:
+    """The crawl's ``CONCURRENT_REQUESTS`` slots: Scrapy counts a request against them from when
+    the downloader takes it (its middlewares included) until it leaves (``Downloader.active``).
+    A request waiting out a time in its host's turn gives its slot up, so the engine hands the
+    downloader requests to other hosts meanwhile, and takes one back before it goes on.
+
+    On a crawl of many new hosts, each host's first page waits its delay after the host's
+    robots.txt: holding a slot each, ``CONCURRENT_REQUESTS`` of them waited and the crawl reached
+    its politeness bound only after seconds."""
+
+    def __init__(self, crawler: Crawler) -> None:
+        self.crawler = crawler
+        self._waiting: deque[Deferred[None]] = deque()
+        self._stopping = False
+
+    def give_up(self, request: Request) -> bool:
+        """Let ``request``'s slot go (False when it holds none: not from the downloader)."""
+        engine = self.crawler.engine
+        if engine is None or request not in engine.downloader.active:
+            return False
+        engine.downloader.active.discard(request)
+        slot = getattr(engine, "_slot", None)
+        if slot is not None:
+            slot.nextcall.schedule()  # the engine looks for more work at its next turn
+        return True
+
+    async def take_back(self, request: Request) -> None:
+        """Take a slot for ``request`` again, waiting for one to come free (in order)."""
+        engine = self.crawler.engine
+        if engine is None:
+            return
+        downloader = engine.downloader
+        while downloader.needs_backout() and not self._stopping:
+            freed: Deferred[None] = Deferred()
+            self._waiting.append(freed)
+            try:
+                await maybe_deferred_to_future(freed)
+            finally:
+                if freed in self._waiting:
+                    self._waiting.remove(freed)
+        downloader.active.add(request)
+
+    def put_back(self, request: Request) -> None:
+        """Count ``request`` again at once (it fails: the downloader lets it go next)."""
+        engine = self.crawler.engine
+        if engine is not None:
+            engine.downloader.active.add(request)
+
+    def freed(self) -> None:
+        """A request left the downloader: the first one waiting for a slot looks again."""
+        if self._waiting:
+            first = self._waiting.popleft()
+            if not first.called:
+                first.callback(None)
+
+    def stop(self) -> None:
+        """The crawl is stopping: nobody waits for a slot any more."""
+        self._stopping = True
+        waiting, self._waiting = self._waiting, deque()
+        for freed in waiting:
+            if not freed.called:
+                freed.callback(None)
+
+
 class HostSpacingMiddleware:
     """Hold each request until its host may take it (see the module docstring)."""
 
@@ -104,7 +173,8 @@ class HostSpacingMiddleware:
                  held_until: Callable[[str], float] | None = None, slow_seconds: float = 10.0,
                  max_connections: int = 2, unspaced_connections: int = 8,
                  clock: Callable[[], float] = time.monotonic,
-                 sleep: Sleep = reactor_sleep, host_limit: int = PRUNE_AT) -> None:
+                 sleep: Sleep = reactor_sleep, host_limit: int = PRUNE_AT,
+                 slots: DownloaderSlots | None = None) -> None:
         if max_connections < 1:
             raise ValueError(f"WEBCRAWL_MAX_CONNECTIONS_PER_HOST={max_connections!r}: expected >= 1")
         if not slow_seconds > 0:
@@ -123,6 +193,7 @@ class HostSpacingMiddleware:
         self.host_limit = host_limit
         self._prune_at = host_limit
         self._stopping = False
+        self.slots = slots
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
@@ -133,7 +204,8 @@ class HostSpacingMiddleware:
                          held_until=runtime.hosts.held_until,
                          slow_seconds=settings.getfloat("WEBCRAWL_SLOW_RESPONSE_SECONDS", 10.0),
                          max_connections=settings.getint("WEBCRAWL_MAX_CONNECTIONS_PER_HOST", 2),
-                         unspaced_connections=settings.getint("CONCURRENT_REQUESTS_PER_DOMAIN", 8))
+                         unspaced_connections=settings.getint("CONCURRENT_REQUESTS_PER_DOMAIN", 8),
+                         slots=DownloaderSlots(crawler))
         crawler.signals.connect(middleware.request_left, signal=signals.request_left_downloader)
         crawler.signals.connect(middleware.stop_waiting, signal=stopping.stop_started)
         return middleware
@@ -178,6 +250,8 @@ class HostSpacingMiddleware:
         held = backed_off = False
         ticket = object()
         state.line.append(ticket)
+        slots = self.slots if M.LEASE in request.meta else None
+        slot_given_up = False
         try:
             # Only the first in line may go, once the host is ready; the others wait for it to.
             while True:
@@ -188,7 +262,17 @@ class HostSpacingMiddleware:
                     ready, held_back = self._ready(state, host, now)
                     backed_off = backed_off or held_back
                     if ready is not None and ready <= now:
-                        break
+                        if not slot_given_up:
+                            break
+                        await slots.take_back(request)  # type: ignore[union-attr]
+                        slot_given_up = False
+                        continue  # the host is looked at again once the slot is had
+                    if ready is not None and slots is not None and not slot_given_up:
+                        # Waiting out a time in its turn (the delay after its robots.txt, a
+                        # backoff hold): the crawl's other hosts may use its slot meanwhile.
+                        slot_given_up = slots.give_up(request)
+                        if slot_given_up:
+                            self.stats.inc_value("webcrawl/spacing/slot_given_up")
                     # Until the host's turn, or sooner if a request to it leaves (its turn
                     # may then come earlier, or a connection frees up).
                     await self._wait(state, None if ready is None else ready - now)
@@ -206,6 +290,8 @@ class HostSpacingMiddleware:
                         self._give_back(request)
                 self.stats.inc_value("webcrawl/spacing/claimed")
         except BaseException:
+            if slot_given_up:
+                slots.put_back(request)  # type: ignore[union-attr]
             state.line.remove(ticket)
             state.turns.pop(ticket, None)
             self._changed(state)  # the next in line looks again
@@ -274,6 +360,8 @@ class HostSpacingMiddleware:
 
     def request_left(self, request: Request) -> None:
         """``request_left_downloader``: the request is answered (or failed)."""
+        if self.slots is not None:
+            self.slots.freed()
         host = urlparse_cached(request).hostname
         state = self._hosts.get(host) if host else None
         if state is None or state.active.pop(id(request), None) is None:
@@ -292,6 +380,8 @@ class HostSpacingMiddleware:
         """:data:`webcrawl.stopping.stop_started`: give back every waiting request, and any
         request that arrives from now on."""
         self._stopping = True
+        if self.slots is not None:
+            self.slots.stop()
         for state in self._hosts.values():
             turns, state.turns = state.turns, {}
             for turn in turns.values():
