@@ -8,6 +8,13 @@ flushed once per reactor turn (the owner schedules :meth:`WriteBatch.flush` thro
 script and one lease call, the crawl-wide slot one ledger call and one bucket call, all in one
 pipeline, which is one round trip on a single server and one per node on a cluster.
 
+The owner's timed flushes go *behind* (:meth:`WriteBatch.send_behind`): the pipeline is sent and
+answered on the batch's own thread, so the owner's thread (the reactor) goes on meanwhile, and
+the answers are applied on the owner's thread once it runs what the batch posts to it. One send
+is under way at a time; :meth:`WriteBatch.flush` (a pop or a look that must see the writes)
+waits for it and answers it first, so the order of writes and reads stays the order they were
+made in.
+
 Each script call carries a fresh operation id (:func:`~webcrawl.state.scripts.new_op_id`), so
 the client's retry after a timeout cannot apply a batch twice. Answers come back through the
 callbacks given with each operation, in the order operations were added.
