@@ -67,7 +67,7 @@ def test_the_caller_goes_on_while_redis_holds_the_answer(client: Any, pause: Pau
     posted: queue.Queue[Callable[[], None]] = queue.Queue()
     batch.land(HOST, interval_op(URL, 60.0, due_at=0.0), answers.append)
 
-    assert batch.send_behind(posted.put, done.append)
+    assert batch.send_behind(posted.put, lambda error, replies: done.append(error))
     # Redis is paused: the call above came back anyway, and nothing was answered.
     assert batch.sending and answers == [] and done == [] and posted.empty()
 
@@ -89,7 +89,7 @@ def test_a_flush_answers_the_send_under_way_first_and_each_call_once(client: Any
     done: list[Any] = []
     posted: queue.Queue[Callable[[], None]] = queue.Queue()
     batch.land(HOST, interval_op(URL, 60.0, due_at=0.0), lambda r: order.append("behind"))
-    assert batch.send_behind(posted.put, done.append)
+    assert batch.send_behind(posted.put, lambda error, replies: done.append(error))
     batch.land(HOST, interval_op(URL + "2", 60.0, due_at=0.0), lambda r: order.append("flush"))
 
     assert batch.flush()
@@ -108,7 +108,7 @@ def test_a_failed_send_behind_keeps_its_calls_for_the_next_flush(
         done: list[Any] = []
         posted: queue.Queue[Callable[[], None]] = queue.Queue()
         batch.land(HOST, interval_op(URL, 60.0, due_at=0.0), answers.append)
-        assert batch.send_behind(posted.put, done.append)
+        assert batch.send_behind(posted.put, lambda error, replies: done.append(error))
         posted.get(timeout=30)()
 
         assert len(done) == 1 and isinstance(done[0], redis.TimeoutError)
@@ -125,7 +125,7 @@ def test_closing_answers_the_send_under_way_and_stops_the_thread(client: Any) ->
     batch = batch_on(client)
     answers: list[list[Any]] = []
     batch.land(HOST, interval_op(URL, 60.0, due_at=0.0), answers.append)
-    assert batch.send_behind(lambda f: None, lambda error: None)
+    assert batch.send_behind(lambda f: None, lambda error, replies: None)
     assert [t.name for t in set(threading.enumerate()) - before] == ["webcrawl-batch_0"]
     batch.close()
     assert len(answers) == 1 and not batch.sending

@@ -263,13 +263,32 @@ class CrawlRuntime:
         self._flushed_at = time.monotonic()
         self.batch.send_behind(_call_from_thread, self._sent_behind)
 
-    def _sent_behind(self, error: StateError | None) -> None:
+    def _sent_behind(self, error: StateError | None, replies: list[list[Any]]) -> None:
         if error is None:
             self.answered()
         else:
             self.fail(error)
         if not self.failed and len(self.batch):
             self._flush_soon()
+
+    def carry_behind(self, builds: list[Build], answered: Callable[[list[list[Any]]], None],
+                     failed: Callable[[StateError], None]) -> bool:
+        """:meth:`carry` without waiting: the batch and ``builds`` go now from the batch's
+        thread, and ``answered`` gets each one's replies on the reactor (``failed`` the error
+        instead, after :meth:`fail` heard it). False when nothing went: a send is under way
+        (its answer comes first), or the crawl failed."""
+        if self.failed or self.batch.sending:
+            return False
+        self._flushed_at = time.monotonic()
+
+        def done(error: StateError | None, replies: list[list[Any]]) -> None:
+            self._sent_behind(error, replies)
+            if error is None:
+                answered(replies)
+            else:
+                failed(error)
+
+        return self.batch.send_behind(_call_from_thread, done, builds)
 
     def _flush(self) -> None:
         if self.failed:

@@ -54,6 +54,8 @@ from webcrawl.state.queue import EVICTED, EXCLUDED, FILTERED, Entry, Look, Poppe
 from webcrawl.state.scripts import new_op_id
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from scrapy import Spider
     from scrapy.crawler import Crawler
     from scrapy.statscollectors import StatsCollector
@@ -122,6 +124,8 @@ class ReadyQueueScheduler(BaseScheduler):
         self._early_after = -math.inf  # no early revisits looked for before this (server time)
         self._max_delay = runtime.config.domain_delay
         self._lost_pop: tuple[int, str, int, str] | None = None
+        self._popping = False  # a pop is under way behind (_pop_ahead)
+        self._closing = False
         self._refill_after = -math.inf
         self._look: Look | None = None
         self._unsent_pushes: set[int] = set()  # shards with pushes still in the batch
@@ -169,6 +173,7 @@ class ReadyQueueScheduler(BaseScheduler):
         self._loop.start(TICK_SECONDS, now=False)
 
     def close(self, reason: str) -> None:
+        self._closing = True  # a pop answered while closing wakes nobody
         if self._loop.running:
             self._loop.stop()
         if self._wake_call is not None:
@@ -203,7 +208,7 @@ class ReadyQueueScheduler(BaseScheduler):
     # -- Scrapy's scheduler interface ------------------------------------------------------------
 
     def has_pending_requests(self) -> bool:
-        if self._buffer:
+        if self._buffer or self._popping:
             return True
         if sum(self._queued) > 0 or self._due_now or self._leased_elsewhere > 0:
             return True
@@ -265,8 +270,11 @@ class ReadyQueueScheduler(BaseScheduler):
         runtime = self.runtime
         if runtime.failed:
             return None
-        if not self._buffer and not self._pop():
-            return None
+        if not self._buffer:
+            if self._popping:
+                runtime.batch.settle()  # the pop under way fills the buffer (or failed)
+            if not self._buffer and not self._pop():
+                return None
         item = self._buffer.popleft()
         request = self._request_for(item)
         if request is None:
@@ -277,6 +285,7 @@ class ReadyQueueScheduler(BaseScheduler):
         self._inflight[item.lease] = (request, item)
         self.stats.inc_value("scheduler/dequeued")
         self.stats.inc_value(f"scheduler/dequeued/{'revisit' if item.kind == 'd' else 'queued'}")
+        self._pop_ahead()
         return request
 
     def _pop(self) -> bool:
@@ -284,6 +293,53 @@ class ReadyQueueScheduler(BaseScheduler):
         carrying the turn's writes (finished fetches, pushes, acks) so the pop sees them, and a
         top-up of the wallet when it runs low. False when nothing came (the engine is woken when
         something may)."""
+        plan = self._pop_plan()
+        if plan is None:
+            return False
+        builds, popped = plan
+        try:
+            replies = self.runtime.carry(*builds)
+        except StateError as exc:
+            self._pop_failed(exc)  # the same pop goes again: if it was done, its items come back
+            return False
+        return popped(replies)
+
+    def _pop_ahead(self) -> None:
+        """While no host popped so far has a delay to keep, the next pop goes behind (from the
+        batch's thread, with the batch) once the buffer runs half empty: the engine then never
+        waits for Redis to hand it work. A crawl with delays pops only when its buffer is empty,
+        so a popped request goes out at once in the turn its pop took."""
+        if (self._popping or self._max_delay > 0 or len(self._buffer) >= POP_BATCH // 2
+                or self.runtime.batch.sending):
+            return
+        # Called as a request is handed out, before the engine counts it in progress: finished
+        # leases go with the next tick or pop, not this one (it would take that one for done).
+        plan = self._pop_plan(refill=False, collect=False)
+        if plan is None:
+            return
+        builds, popped = plan
+
+        def answered(replies: list[list[Any]]) -> None:
+            self._popping = False
+            if popped(replies):
+                self._poke_engine()
+
+        def failed(exc: StateError) -> None:
+            self._popping = False
+            self._pop_failed(exc)
+
+        self._popping = self.runtime.carry_behind(builds, answered, failed)
+
+    def _pop_failed(self, exc: StateError) -> None:
+        self.runtime.fail(exc)
+        self._wake_engine_at(self.runtime.clock.time() + TICK_SECONDS)
+
+    def _pop_plan(self, *, refill: bool = True, collect: bool = True,
+                  ) -> tuple[list[Any], Callable[[list[list[Any]]], bool]] | None:
+        """What the next pop sends and what reads its replies (True when items came), or None
+        when no pop is due (the engine is woken when one may be). Without ``refill`` an empty
+        wallet is not topped up first (that would wait for Redis); with ``collect`` finished
+        leases go back with the pop."""
         runtime = self.runtime
         now = runtime.clock.time()
         earliest = self._earliest
@@ -296,30 +352,39 @@ class ReadyQueueScheduler(BaseScheduler):
         ahead = self.spend.ahead() if now >= self._early_after else 0.0
         if earliest[shard] > now + ahead:
             self._wake_engine_at(earliest[shard] - ahead)
-            return False
+            return None
         if runtime.in_outage:
             self._wake_engine_at(now + TICK_SECONDS)
-            return False
-        budget = self.spend.poppable()
-        if budget <= 0 and not self._refill():
-            self._wake_engine_at(now + TICK_SECONDS)
-            return False
-        budget = self.spend.poppable()
+            return None
+        # Items already popped are not charged yet: the wallet pays for them first.
+        budget = self.spend.poppable() - len(self._buffer)
+        if budget <= 0:
+            if self._buffer or not refill:
+                return None
+            if not self._refill():
+                self._wake_engine_at(now + TICK_SECONDS)
+                return None
+            budget = self.spend.poppable()
         if self._lost_pop is None:
             self._lost_pop = (shard, new_op_id(), min(POP_BATCH, budget), self.spend.order())
         shard, op_id, count, order = self._lost_pop
-        self._collect_done()  # finished leases go back with the pop
+        if collect:
+            self._collect_done()  # finished leases go back with the pop
         want = self.spend.top_up_wanted(low=0.5)
-        builds = [lambda pipe: self.queue.pop(shard, runtime.owner, self._lease_counter, count,
-                                              order, op_id=op_id, ahead=ahead, pipe=pipe)]
+        owner, first = runtime.owner, self._lease_counter
+        builds = [lambda pipe: self.queue.pop(shard, owner, first, count, order, op_id=op_id,
+                                              ahead=ahead, pipe=pipe)]
         if want is not None:
             builds.append(lambda pipe: self.spend.take_call(want, pipe))
-        try:
-            replies = runtime.carry(*builds)
-        except StateError as exc:
-            runtime.fail(exc)  # the same pop goes again: if it was done, its items come back
-            self._wake_engine_at(now + TICK_SECONDS)
-            return False
+
+        def popped(replies: list[list[Any]]) -> bool:
+            return self._popped(shard, replies, want, ahead, now)
+
+        return builds, popped
+
+    def _popped(self, shard: int, replies: list[list[Any]], want: float | None, ahead: float,
+                now: float) -> bool:
+        """Read a pop's replies into the buffer; True when items came."""
         self._lost_pop = None
         self._unsent_pushes.discard(shard)
         if want is not None:
@@ -332,7 +397,7 @@ class ReadyQueueScheduler(BaseScheduler):
         if popped.dropped:
             self.stats.inc_value("scheduler/excluded", popped.dropped)
         self._buffer.extend(popped.items)
-        hosts = runtime.hosts
+        hosts = self.runtime.hosts
         for item in popped.items:
             self._max_delay = max(self._max_delay, item.delay)
             hosts.note_delay(item.host, item.delay)  # what the pop read: no read of its own
@@ -563,6 +628,8 @@ class ReadyQueueScheduler(BaseScheduler):
             self._poke_engine()
 
     def _wake_engine_at(self, when: float) -> None:
+        if self._closing:
+            return
         now = self.runtime.clock.time()
         when = min(when, now + TICK_SECONDS * 4)
         if self._wake_call is not None:
@@ -578,5 +645,5 @@ class ReadyQueueScheduler(BaseScheduler):
         self._poke_engine()
 
     def _poke_engine(self) -> None:
-        if self._slot is not None:
+        if self._slot is not None and not self._closing:
             self._slot.nextcall.schedule()

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -43,6 +43,8 @@ __all__ = ["LandSettings", "WriteBatch"]
 logger = logging.getLogger(__name__)
 
 Callback = Callable[[list[Any]], None]
+#: What a send behind calls once answered: its error (None: it went) and each rider's replies.
+Done = Callable[[redis.RedisError | None, list[list[Any]]], None]
 #: Arguments each land operation takes besides its code and host (see lua2/land.lua). Page
 #: operations take the page's URL first and the host second; host operations the host first.
 ARITY = {"O": 12, "T": 1, "I": 4, "L": 3, "M": 4, "R": 2, "B": 4, "A": 6, "F": 0, "D": 1, "V": 6}
@@ -86,8 +88,8 @@ class _Behind:
     """A send under way on the batch's thread."""
 
     calls: list[_Call]
-    future: Future[list[Any]]
-    done: Callable[[redis.RedisError | None], None]
+    future: Future[tuple[list[Any], list[tuple[int, int]]]]
+    done: Done
 
 
 class WriteBatch:
@@ -215,27 +217,30 @@ class WriteBatch:
         calls = self._take()
         if not calls:
             return False
-        self._answer(calls, self._send_all(calls, self.client))
+        self._answer(calls, self._send_all(calls, self.client)[0])
         return True
 
-    def send_behind(self, post: Callable[[Callable[[], None]], Any],
-                    done: Callable[[redis.RedisError | None], None]) -> bool:
+    def send_behind(self, post: Callable[[Callable[[], None]], Any], done: Done,
+                    riders: Sequence[Callable[[Any], None]] = ()) -> bool:
         """Send everything waiting from the batch's own thread, so the caller's thread does not
-        wait for Redis; returns whether anything went. When the answer is in, ``post`` is called
-        from that thread with a function that must run on the caller's thread: it answers the
-        callbacks (as :meth:`flush` does) and then calls ``done`` with the error, if Redis
-        failed (the calls stay queued, as after a failed :meth:`flush`).
+        wait for Redis; returns whether anything went. ``riders`` queue commands of their own on
+        the same pipeline, after the batch's calls (a pop that must see them). When the answer is
+        in, ``post`` is called from that thread with a function that must run on the caller's
+        thread: it answers the callbacks (as :meth:`flush` does) and then calls ``done`` with
+        the error, if Redis failed (the calls stay queued, as after a failed :meth:`flush`), and
+        each rider's replies.
 
         One send at a time: :meth:`flush` and :meth:`settle` wait for this one first."""
         self.settle()
         calls = self._take()
-        if not calls:
+        if not calls and not riders:
             return False
         if self._sender is None:
             self._sender = ThreadPoolExecutor(1, thread_name_prefix="webcrawl-batch")
-        # The plain client: riders go with the caller's own flushes, never behind.
+        # The plain client: the caller's own flushes carry its riders, never this one.
         client = getattr(self.client, "unwrapped", self.client)
-        behind = _Behind(calls, self._sender.submit(self._send_all, calls, client), done)
+        behind = _Behind(calls, self._sender.submit(self._send_all, calls, client, list(riders)),
+                         done)
         self._behind = behind
         behind.future.add_done_callback(lambda _: post(lambda: self._settle(behind)))
         return True
@@ -256,12 +261,13 @@ class WriteBatch:
             return  # answered already
         self._behind = None
         try:
-            replies = behind.future.result()
+            replies, spans = behind.future.result()
         except redis.RedisError as exc:
-            behind.done(exc)
+            behind.done(exc, [])
             return
-        self._answer(behind.calls, replies)
-        behind.done(None)
+        if behind.calls:
+            self._answer(behind.calls, replies)
+        behind.done(None, [replies[start:end] for start, end in spans])
 
     def close(self) -> None:
         """Answer the send behind, if any, and stop the batch's thread."""
@@ -275,14 +281,15 @@ class WriteBatch:
         self._build()
         return list(self._unsent)
 
-    def _send_all(self, calls: list[_Call], client: Any) -> list[Any]:
+    def _send_all(self, calls: list[_Call], client: Any, riders: Sequence[Callable[[Any], None]] = (),
+                  ) -> tuple[list[Any], list[tuple[int, int]]]:
         try:
-            return self._send(calls, client)
+            return self._send(calls, client, riders)
         except redis.exceptions.NoScriptError:
             # A restarted or promoted server lost its script cache: load the scripts and send
             # the same calls again (their op ids make what did run answer without running twice).
             self.scripts.load()
-            return self._send(calls, client)
+            return self._send(calls, client, riders)
 
     def _answer(self, calls: list[_Call], replies: list[Any]) -> None:
         del self._unsent[:len(calls)]
@@ -301,11 +308,18 @@ class WriteBatch:
                     if callback is not None:
                         callback(list(reply[4 * n:4 * n + 4]))
 
-    def _send(self, calls: list[_Call], client: Any) -> list[Any]:
+    def _send(self, calls: list[_Call], client: Any, riders: Sequence[Callable[[Any], None]] = (),
+              ) -> tuple[list[Any], list[tuple[int, int]]]:
+        """The replies of one pipeline: ``calls``, then each rider's commands (their spans)."""
         pipe = client.pipeline(transaction=False)
         for call in calls:
             self.scripts.call_keys(call.script, call.keys, call.args, client=pipe)
-        return pipe.execute()
+        spans = []
+        for build in riders:
+            start = len(pipe)
+            build(pipe)
+            spans.append((start, len(pipe)))
+        return pipe.execute(), spans
 
     @property
     def unsent(self) -> int:
