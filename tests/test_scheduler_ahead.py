@@ -84,3 +84,38 @@ def test_closing_with_a_pop_under_way_puts_back_what_it_took(
     # Closed at once (never finished, the pop behind unanswered): all of it back in line now.
     again = h.reopen()
     assert sorted(r.url for r in again.drain(timeout=5)) == sorted(urls)
+
+
+def test_with_no_delay_an_empty_buffer_is_filled_behind_and_the_engine_woken(
+        redis_url: str, redis_client: Any, tmp_path: Path, opened: list[Harness]) -> None:
+    h = Harness(settings_for(redis_url, "ahead-empty", tmp_path), opened=opened)
+    h.enqueue(scrapy.Request("http://a.test/0"))
+    h.runtime.flush()
+    pokes = h.pokes
+    redis_client.client_pause(5_000, all=False)  # bounded: a pop that waited would end the pause
+    try:
+        assert h.take() is None, "the engine was kept waiting for Redis"
+        assert h.scheduler.has_pending_requests() and h.runtime.batch.sending
+    finally:
+        redis_client.client_unpause()
+    wait(lambda: h.pokes > pokes, 10, "the engine to be woken by the pop's answer")
+    request = h.take()
+    assert request is not None and request.url == "http://a.test/0"
+
+
+def test_with_no_delay_a_budgeted_crawl_tops_its_wallet_up_behind_and_keeps_to_the_budget(
+        redis_url: str, tmp_path: Path) -> None:
+    """A real crawl of the demo shop at delay 0 and a budget of 6 requests: the wallet runs dry
+    and is topped up behind; the run still ends when the budget is spent, within it and what
+    was in flight."""
+    from tests import _shopcrawl as shop
+    from webcrawl.demo.serve import start_server_process
+
+    with start_server_process("shop", 3, tmp_path / "server.log", seed=3, time_scale=600.0,
+                              products=24, categories=2, blog_posts=0) as server:
+        settings = shop.settings(redis_url, tmp_path, server.port, "ahead-budget")
+        shop.write_site(tmp_path, budget=6, delay=0)
+        stats = shop.run(tmp_path, settings, "run.log")
+    assert stats["finish_reason"] == "cycle_budget_spent"
+    [cycle] = shop.cycles(redis_url, "ahead-budget")
+    assert 6 <= cycle["booked"] <= 6 + 3 and cycle["waiting"] > 0

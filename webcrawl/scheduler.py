@@ -271,7 +271,12 @@ class ReadyQueueScheduler(BaseScheduler):
         if runtime.failed:
             return None
         if not self._buffer:
-            if self._popping:
+            if self._max_delay <= 0:
+                # No delay to keep: the engine is woken when a pop behind answers, and meanwhile
+                # goes on with what it has (parsing, other downloads) instead of waiting.
+                if self._popping or self._pop_ahead(collect=True):
+                    return None
+            elif self._popping:
                 runtime.batch.settle()  # the pop under way fills the buffer (or failed)
             if not self._buffer and not self._pop():
                 return None
@@ -304,19 +309,21 @@ class ReadyQueueScheduler(BaseScheduler):
             return False
         return popped(replies)
 
-    def _pop_ahead(self) -> None:
+    def _pop_ahead(self, *, collect: bool = False) -> bool:
         """While no host popped so far has a delay to keep, the next pop goes behind (from the
         batch's thread, with the batch) once the buffer runs half empty: the engine then never
         waits for Redis to hand it work. A crawl with delays pops only when its buffer is empty,
-        so a popped request goes out at once in the turn its pop took."""
+        so a popped request goes out at once in the turn its pop took. Returns whether a pop
+        went. ``collect``: finished leases go with it (not while a request is being handed out:
+        the engine does not count it in progress yet, and it would be taken for done)."""
         if (self._popping or self._max_delay > 0 or len(self._buffer) >= POP_BATCH // 2
                 or self.runtime.batch.sending):
-            return
-        # Called as a request is handed out, before the engine counts it in progress: finished
-        # leases go with the next tick or pop, not this one (it would take that one for done).
-        plan = self._pop_plan(refill=False, collect=False)
+            return False
+        plan = self._pop_plan(refill=False, collect=collect)
         if plan is None:
-            return
+            if not self._buffer and self.spend.poppable() <= 0:
+                return self._refill_behind()  # the wallet first; the pop once it answers
+            return False
         builds, popped = plan
 
         def answered(replies: list[list[Any]]) -> None:
@@ -329,6 +336,35 @@ class ReadyQueueScheduler(BaseScheduler):
             self._pop_failed(exc)
 
         self._popping = self.runtime.carry_behind(builds, answered, failed)
+        return self._popping
+
+    def _refill_behind(self) -> bool:
+        """:meth:`_refill` without waiting: the take goes behind, and the engine is woken when
+        it answers. Returns whether it went."""
+        spend = self.spend
+        now = self.runtime.clock.local()
+        if spend.dry and now < self._refill_after:
+            return False
+        want = spend.top_up_wanted()
+        if not want:
+            return False
+
+        def answered(replies: list[list[Any]]) -> None:
+            self._popping = False
+            spend.took_reply(replies[0][0])
+            self._refill_after = now + TICK_SECONDS
+            if spend.poppable() > 0:
+                self._poke_engine()
+            else:
+                self._wake_engine_at(self.runtime.clock.time() + TICK_SECONDS)
+
+        def failed(exc: StateError) -> None:
+            self._popping = False
+            self._pop_failed(exc)
+
+        self._popping = self.runtime.carry_behind([lambda pipe: spend.take_call(want, pipe)],
+                                                  answered, failed)
+        return self._popping
 
     def _pop_failed(self, exc: StateError) -> None:
         self.runtime.fail(exc)
