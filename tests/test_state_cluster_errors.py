@@ -66,7 +66,7 @@ def crawl_traffic(runtime: Any) -> None:
     for host in {item.host for item in popped}:
         ok = host != HOSTS[-1]  # one host failing: held back
         for op in (attempt_op(ok, retry_after=None, base=1.0, maximum=5.0, half_life=60.0,
-                              time=now), finished_op(), validator_op("not_modified", now, policy)):
+                              time=now), finished_op(now), validator_op("not_modified", now, policy)):
             batch.land(host, op)
     batch.flush()
     for index in range(runtime.layout.shards):

@@ -14,6 +14,7 @@ import redis
 from webcrawl.state import records
 from webcrawl.state.batch import LandSettings, WriteBatch
 from webcrawl.state.client import connect
+from webcrawl.state.hosts import delay_op, finished_op
 from webcrawl.state.layout import CrawlLayout
 from webcrawl.state.pagestore import (
     PageStore, interval_op, listing_op, observe_op, release_op, trigger_op,
@@ -270,6 +271,15 @@ def test_claim_takes_a_host_turn_for_requests_from_outside_the_queue(state: Stat
     assert state.queue.claim("c.test") == 0
     wait = state.queue.claim("c.test")
     assert 0 < wait <= DELAY
+
+
+def test_a_finished_fetch_moves_its_hosts_turn_from_when_it_finished(state: State) -> None:
+    state.land("d.test", delay_op(5.0))
+    state.land("d.test", finished_op(state.server_time() - 2.0))  # the batch went 2 s late
+    assert 2.5 < state.queue.claim("d.test") <= 3.0, "one delay after the fetch, not the batch"
+    state.land("e.test", delay_op(5.0))
+    state.land("e.test", finished_op(state.server_time() + 100.0))
+    assert 4.5 < state.queue.claim("e.test") <= 5.0, "never from a time still to come"
 
 
 def test_every_script_touches_one_slot_only(state: State) -> None:

@@ -2,7 +2,7 @@
 every store, and every webcrawl component asks it for what it needs.
 
     runtime = CrawlRuntime.of(crawler)        # in a component's from_crawler
-    runtime.batch.land(host, finished_op())   # a write, sent with the turn's batch
+    runtime.batch.land(host, finished_op(at))   # a write, sent with the turn's batch
 
 Built on first use (after the spider exists: the crawl is named after it), it validates the
 state settings (:class:`webcrawl.config.StateConfig`), connects to ``WEBCRAWL_REDIS_URL`` (a

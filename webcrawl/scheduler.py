@@ -264,7 +264,8 @@ class ReadyQueueScheduler(BaseScheduler):
 
         host = urlparse_cached(request).hostname
         if host:
-            self.runtime.batch.land(host, finished_op())
+            clock = self.runtime.clock
+            self.runtime.batch.land(host, finished_op(clock.time() + clock.uncertainty))
 
     def next_request(self) -> Request | None:
         runtime = self.runtime

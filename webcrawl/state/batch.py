@@ -47,7 +47,7 @@ Callback = Callable[[list[Any]], None]
 Done = Callable[[redis.RedisError | None, list[list[Any]]], None]
 #: Arguments each land operation takes besides its code and host (see lua2/land.lua). Page
 #: operations take the page's URL first and the host second; host operations the host first.
-ARITY = {"O": 12, "T": 1, "I": 4, "L": 3, "M": 4, "R": 2, "B": 4, "A": 6, "F": 0, "D": 1, "V": 6}
+ARITY = {"O": 12, "T": 1, "I": 4, "L": 3, "M": 4, "R": 2, "B": 4, "A": 6, "F": 1, "D": 1, "V": 6}
 PAGE_OPS = frozenset("OTILMRB")
 
 

@@ -45,9 +45,11 @@ def attempt_op(ok: bool, *, retry_after: float | None, base: float, maximum: flo
                  repr(float(base)), repr(float(maximum)), repr(float(half_life)), repr(float(time))]
 
 
-def finished_op() -> tuple[str, list[Any]]:
-    """Land operation "F": a fetch from the host finished: its next turn is one delay away."""
-    return "F", []
+def finished_op(at: float) -> tuple[str, list[Any]]:
+    """Land operation "F": a fetch from the host finished at server time ``at`` (the batch may
+    reach Redis a flush later): its next turn is one delay after that, or after the script's own
+    ``now`` if that is earlier."""
+    return "F", [repr(float(at))]
 
 
 def delay_op(seconds: float) -> tuple[str, list[Any]]:

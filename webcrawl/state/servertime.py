@@ -30,6 +30,7 @@ class ServerClock:
         self.refresh_seconds = refresh_seconds
         self.skew = skew
         self.offset = 0.0
+        self.uncertainty = 0.0
         self._measured_at = float("-inf")
 
     def local(self) -> float:
@@ -43,7 +44,11 @@ class ServerClock:
             seconds, micros = self.client.time()
             after = self.local()
             trips.append((after - before, seconds + micros / 1e6 - (before + after) / 2))
-        self.offset = min(trips)[1]
+        quickest = min(trips)
+        self.offset = quickest[1]
+        #: How far off the offset may be: half the quickest round trip. A time that must not be
+        #: taken for earlier than it was (when a fetch left) adds it.
+        self.uncertainty = quickest[0] / 2
         self._measured_at = time.monotonic()
         return self.offset
 

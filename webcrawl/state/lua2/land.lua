@@ -17,7 +17,7 @@
 --   R url host attempted   -> '1' when a popped revisit that landed no observation is scheduled again:
 --                            due at its time (at once if past) if never tried, else an interval
 --                            from now (an answer that lands nothing must not recur every turn)
---   F host                 -> next-allowed time pushed to now + delay (a fetch finished)
+--   F host at              -> next-allowed time pushed to at + delay (a fetch finished at server time at; now if later)
 --   D host seconds         -> the host's delay set (a Crawl-delay)
 --   V host event time earn_after ignore_limit lie_limit retry_seconds -> new state or ''
 --   B url host pointer body_hash time -> the page's latest stored body
@@ -271,8 +271,11 @@ local function attempt(host, ok, retry_after, base, max, half, time)
   return streak, previous, num(hold)
 end
 
-local function finished(host)
-  local wanted = now + delay_of(K, host, default_delay)
+local function finished(host, at)
+  -- From when the fetch finished (the batch may come a flush later), never from the future.
+  local left = tonumber(at)
+  if not left or left > now then left = now end
+  local wanted = left + delay_of(K, host, default_delay)
   local nxt = tonumber(redis.call('HGET', K.next, host) or 0)
   if wanted > nxt then
     redis.call('HSET', K.next, host, num(wanted))
@@ -364,8 +367,8 @@ while i <= #ARGV do
     a = release(ARGV[i + 1], ARGV[i + 2], ARGV[i + 3] == '1')
     i = i + 4
   elseif code == 'F' then
-    finished(ARGV[i + 1])
-    i = i + 2
+    finished(ARGV[i + 1], ARGV[i + 2])
+    i = i + 3
   elseif code == 'D' then
     redis.call('HSET', K.delay, ARGV[i + 1], ARGV[i + 2])
     i = i + 3
