@@ -32,6 +32,20 @@ def batch_on(client: Any) -> WriteBatch:
     return WriteBatch(client, scripts, layout, queue_, LandSettings(0.0), bloom_slices=1)
 
 
+Sent = tuple[list[list[Any]], list[Any], "queue.Queue[Callable[[], None]]"]
+
+
+def send_one_behind(batch: WriteBatch) -> Sent:
+    """One land operation sent behind: its answers, the errors ``done`` got, and what the batch
+    posted for the caller's thread to run."""
+    answers: list[list[Any]] = []
+    done: list[Any] = []
+    posted: queue.Queue[Callable[[], None]] = queue.Queue()
+    batch.land(HOST, interval_op(URL, 60.0, due_at=0.0), answers.append)
+    assert batch.send_behind(posted.put, lambda error, replies: done.append(error))
+    return answers, done, posted
+
+
 @pytest.fixture
 def client(redis_url: str) -> Iterator[Any]:
     c, _, _ = connect(redis_url)
@@ -62,12 +76,7 @@ def pause(redis_client: redis.Redis) -> Iterator[Pause]:
 def test_the_caller_goes_on_while_redis_holds_the_answer(client: Any, pause: Pause) -> None:
     batch = batch_on(client)
     pause.start()
-    answers: list[list[Any]] = []
-    done: list[Any] = []
-    posted: queue.Queue[Callable[[], None]] = queue.Queue()
-    batch.land(HOST, interval_op(URL, 60.0, due_at=0.0), answers.append)
-
-    assert batch.send_behind(posted.put, lambda error, replies: done.append(error))
+    answers, done, posted = send_one_behind(batch)
     # Redis is paused: the call above came back anyway, and nothing was answered.
     assert batch.sending and answers == [] and done == [] and posted.empty()
 
@@ -104,11 +113,7 @@ def test_a_failed_send_behind_keeps_its_calls_for_the_next_flush(
     try:
         batch = batch_on(impatient)
         pause.start()
-        answers: list[list[Any]] = []
-        done: list[Any] = []
-        posted: queue.Queue[Callable[[], None]] = queue.Queue()
-        batch.land(HOST, interval_op(URL, 60.0, due_at=0.0), answers.append)
-        assert batch.send_behind(posted.put, lambda error, replies: done.append(error))
+        answers, done, posted = send_one_behind(batch)
         posted.get(timeout=30)()
 
         assert len(done) == 1 and isinstance(done[0], redis.TimeoutError)

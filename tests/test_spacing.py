@@ -387,6 +387,21 @@ STALLING_CRAWL = textwrap.dedent(
 )
 
 
+def crawl_in_a_process(config: dict[str, Any], tmp_path: Path) -> str:
+    """Run :data:`STALLING_CRAWL` with ``config`` (``stall`` 0: no stall) to its end; its log. It
+    must exit cleanly, with no traceback."""
+    env = dict(os.environ, SCRAPY_SETTINGS_MODULE="webcrawl.settings",
+               PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    log_path = tmp_path / "crawl.log"
+    with open(log_path, "wb") as log:
+        process = subprocess.Popen([sys.executable, "-c", STALLING_CRAWL, json.dumps(config)],
+                                   cwd=tmp_path, env=env, stdout=log, stderr=subprocess.STDOUT)
+    assert finish(process, 120) == 0, log_path.read_text()[-3000:]
+    text = log_path.read_text()
+    assert "Traceback" not in text, text[-3000:]
+    return text
+
+
 def test_a_stalled_reactor_does_not_send_two_requests_to_a_host_together(
         redis_url: str, tmp_path: Path) -> None:
     delay = 0.2
@@ -398,40 +413,15 @@ def test_a_stalled_reactor_does_not_send_two_requests_to_a_host_together(
             "WEBCRAWL_DOMAIN_DELAY_SECONDS": delay, "LOG_LEVEL": "INFO",
             "WEBCRAWL_DATA_DIR": str(tmp_path / "data"),
             "WEBCRAWL_ALLOWED_PRIVATE_NETWORKS": "127.0.0.0/8"}
-        config = {"seeds": seeds, "stall": 2 * delay, "settings": settings}
-        env = dict(os.environ, SCRAPY_SETTINGS_MODULE="webcrawl.settings",
-                   PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-        log_path = tmp_path / "crawl.log"
-        with open(log_path, "wb") as log:
-            process = subprocess.Popen([sys.executable, "-c", STALLING_CRAWL, json.dumps(config)],
-                                       cwd=tmp_path, env=env, stdout=log, stderr=subprocess.STDOUT)
-        assert finish(process, 120) == 0, log_path.read_text()[-3000:]
+        text = crawl_in_a_process({"seeds": seeds, "stall": 2 * delay, "settings": settings},
+                                  tmp_path)
         server_log = site.read_log()
-    text = log_path.read_text()
-    assert "Traceback" not in text, text[-3000:]
     stats = stats_of(text)
     assert len(pages(server_log)) >= 30, "the crawl fetched too little to say anything"
     assert stats.get("downloader/response_count", 0) >= len(pages(server_log))
     gaps = [g for host_gaps in gaps_by_host(server_log).values() for g in host_gaps]  # robots.txt too
     short = sorted(g for g in gaps if g < delay)
     assert not short, f"{len(short)} gaps shorter than {delay} s: {short}"
-
-
-FOLLOW_CRAWL = textwrap.dedent(
-    """
-    import json, sys
-    from scrapy.crawler import CrawlerProcess
-    from scrapy.utils.project import get_project_settings
-    from webcrawl.spiders.follow import FollowSpider
-
-    config = json.loads(sys.argv[1])
-    settings = get_project_settings()
-    settings.setdict(config["settings"], priority="cmdline")
-    process = CrawlerProcess(settings)
-    process.crawl(FollowSpider, seeds=config["seeds"])
-    process.start()
-    """
-)
 
 
 def test_pages_waiting_after_robots_leave_their_slots_to_other_hosts(
@@ -447,18 +437,8 @@ def test_pages_waiting_after_robots_leave_their_slots_to_other_hosts(
             "WEBCRAWL_DOMAIN_DELAY_SECONDS": 0.5, "CONCURRENT_REQUESTS": 2, "LOG_LEVEL": "INFO",
             "WEBCRAWL_DATA_DIR": str(tmp_path / "data"),
             "WEBCRAWL_ALLOWED_PRIVATE_NETWORKS": "127.0.0.0/8"}
-        env = dict(os.environ, SCRAPY_SETTINGS_MODULE="webcrawl.settings",
-                   PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-        log_path = tmp_path / "crawl.log"
-        with open(log_path, "wb") as log:
-            process = subprocess.Popen(
-                [sys.executable, "-c", FOLLOW_CRAWL,
-                 json.dumps({"seeds": seeds, "settings": settings})],
-                cwd=tmp_path, env=env, stdout=log, stderr=subprocess.STDOUT)
-        assert finish(process, 120) == 0, log_path.read_text()[-3000:]
+        text = crawl_in_a_process({"seeds": seeds, "stall": 0, "settings": settings}, tmp_path)
         server_log = sorted(site.read_log(), key=lambda e: e.mono)
-    text = log_path.read_text()
-    assert "Traceback" not in text, text[-3000:]
     robots = [e for e in server_log if e.path == "/robots.txt"]
     assert len(robots) == 6 and len(pages(server_log)) >= 12
     first_page = min(e.mono for e in pages(server_log))

@@ -311,8 +311,8 @@ class CrawlRuntime:
         round trip (:mod:`webcrawl.state.riders`); returns each one's replies. Raises
         :data:`StateError` (the batch keeps its calls for the next flush; the caller decides
         whether to ask again and calls :meth:`fail`)."""
-        self.batch.settle()
         self._flushed_at = time.monotonic()
+        # The batch's flush answers a send under way behind first, then carries the riders.
         replies = self.riding.carry(list(builds), self.batch.flush)
         self.answered()
         return replies

@@ -328,43 +328,40 @@ class ReadyQueueScheduler(BaseScheduler):
         builds, popped = plan
 
         def answered(replies: list[list[Any]]) -> None:
-            self._popping = False
             if popped(replies):
                 self._poke_engine()
 
-        def failed(exc: StateError) -> None:
-            self._popping = False
-            self._pop_failed(exc)
-
-        self._popping = self.runtime.carry_behind(builds, answered, failed)
-        return self._popping
+        return self._behind(builds, answered)
 
     def _refill_behind(self) -> bool:
         """:meth:`_refill` without waiting: the take goes behind, and the engine is woken when
         it answers. Returns whether it went."""
-        spend = self.spend
         now = self.runtime.clock.local()
-        if spend.dry and now < self._refill_after:
-            return False
-        want = spend.top_up_wanted()
+        want = self._refill_wanted(now)
         if not want:
             return False
 
         def answered(replies: list[list[Any]]) -> None:
-            self._popping = False
-            spend.took_reply(replies[0][0])
-            self._refill_after = now + TICK_SECONDS
-            if spend.poppable() > 0:
+            if self._refilled(replies[0][0], now):
                 self._poke_engine()
             else:
                 self._wake_engine_at(self.runtime.clock.time() + TICK_SECONDS)
+
+        return self._behind([lambda pipe: self.spend.take_call(want, pipe)], answered)
+
+    def _behind(self, builds: list[Any], answered: Callable[[list[list[Any]]], None]) -> bool:
+        """Send ``builds`` with the batch from its thread (:meth:`CrawlRuntime.carry_behind`);
+        ``answered`` reads their replies on the reactor. Returns whether they went."""
+
+        def landed(replies: list[list[Any]]) -> None:
+            self._popping = False
+            answered(replies)
 
         def failed(exc: StateError) -> None:
             self._popping = False
             self._pop_failed(exc)
 
-        self._popping = self.runtime.carry_behind([lambda pipe: spend.take_call(want, pipe)],
-                                                  answered, failed)
+        self._popping = self.runtime.carry_behind(builds, landed, failed)
         return self._popping
 
     def _pop_failed(self, exc: StateError) -> None:
@@ -447,21 +444,29 @@ class ReadyQueueScheduler(BaseScheduler):
 
     def _refill(self) -> bool:
         """The wallet is empty: take tokens now (at most once a tick when the bucket was dry)."""
-        spend = self.spend
         now = self.runtime.clock.local()
-        if spend.dry and now < self._refill_after:
-            return False
-        want = spend.top_up_wanted()
+        want = self._refill_wanted(now)
         if not want:
             return False
         try:
-            replies = self.runtime.carry(lambda pipe: spend.take_call(want, pipe))
+            replies = self.runtime.carry(lambda pipe: self.spend.take_call(want, pipe))
         except StateError as exc:
             self.runtime.fail(exc)
             return False
-        spend.took_reply(replies[0][0])
+        return self._refilled(replies[0][0], now)
+
+    def _refill_wanted(self, now: float) -> float | None:
+        """Tokens an empty wallet should take now (none more than once a tick while the bucket
+        is dry)."""
+        if self.spend.dry and now < self._refill_after:
+            return None
+        return self.spend.top_up_wanted()
+
+    def _refilled(self, reply: list[Any], now: float) -> bool:
+        """Read a refill's answer; whether the wallet can pay for a pop now."""
+        self.spend.took_reply(reply)
         self._refill_after = now + TICK_SECONDS
-        return spend.poppable() > 0
+        return self.spend.poppable() > 0
 
     # -- building requests -----------------------------------------------------------------------
 
