@@ -94,6 +94,15 @@ class Harness:
             self.slot.add_request(request)
         return request
 
+    def take_answered(self) -> scrapy.Request | None:
+        """Ask for work; each time that sends a pop behind (one shard after another), ask
+        again once it has answered. None: no pop due now gave anything."""
+        request = self.take()
+        while request is None and self.runtime.batch.sending:
+            self.runtime.batch.settle()
+            request = self.take()
+        return request
+
     def finish(self, request: scrapy.Request) -> None:
         """The spider and the pipelines are done with the request's response."""
         self.slot.remove_request(request)

@@ -110,9 +110,9 @@ def test_a_host_waits_for_its_delay_and_the_engine_is_woken_then(make: Make, cyc
     h.enqueue(*(scrapy.Request(f"http://a.test/{i}") for i in range(2)), scrapy.Request("http://b.test/0"))
     h = cycle(h, WEBCRAWL_DOMAIN_DELAY_SECONDS=delay)
     started = server_time(h)
-    first = [h.take(), h.take()]
+    first = [h.take_when_ready(), h.take_answered()]
     assert sorted(r.url for r in first if r) == ["http://a.test/0", "http://b.test/0"]
-    assert h.take() is None, "a.test's turn came again at once"
+    assert h.take_answered() is None, "a.test's turn came again at once"
     assert h.scheduler.has_pending_requests()
     pokes = h.pokes
     wait(lambda: h.pokes > pokes, 2 * delay + 1, "the scheduler to wake the engine")
@@ -128,9 +128,9 @@ def test_a_hosts_own_delay_overrides_the_default(make: Make, cycle: Cycle) -> No
         h.enqueue(scrapy.Request(f"http://slow.test/{i}"), scrapy.Request(f"http://fast.test/{i}"))
     h = cycle(h, WEBCRAWL_DOMAIN_DELAY_SECONDS=0.1)
     started = server_time(h)
-    assert {h.take().url, h.take().url} == {"http://slow.test/0", "http://fast.test/0"}  # type: ignore[union-attr]
+    assert {h.take_when_ready().url, h.take_answered().url} == {"http://slow.test/0", "http://fast.test/0"}  # type: ignore[union-attr]
     assert h.take_when_ready().url == "http://fast.test/1"
-    assert h.take() is None
+    assert h.take_answered() is None
     assert h.take_when_ready().url == "http://slow.test/1"
     assert server_time(h) - started >= 0.8
 

@@ -1,7 +1,7 @@
-"""The scheduler pops ahead on a crawl with no delay: once its buffer runs half empty the next pop
-goes behind (from the write batch's thread, with the batch), so handing out work does not wait for
-Redis; a crawl with a delay pops only when its buffer is empty. A real redis-server, held with
-CLIENT PAUSE while a pop is under way."""
+"""The scheduler's pops go behind (from the write batch's thread, with the batch), so handing out
+work does not wait for Redis: on any crawl once its buffer is empty, and on a crawl with no delay
+once it runs half empty; a crawl with a delay pops only when its buffer is empty. A real
+redis-server, held with CLIENT PAUSE while a pop is under way."""
 
 from __future__ import annotations
 
@@ -86,9 +86,12 @@ def test_closing_with_a_pop_under_way_puts_back_what_it_took(
     assert sorted(r.url for r in again.drain(timeout=5)) == sorted(urls)
 
 
-def test_with_no_delay_an_empty_buffer_is_filled_behind_and_the_engine_woken(
-        redis_url: str, redis_client: Any, tmp_path: Path, opened: list[Harness]) -> None:
-    h = Harness(settings_for(redis_url, "ahead-empty", tmp_path), opened=opened)
+@pytest.mark.parametrize("delay", [0.0, 0.2])
+def test_an_empty_buffer_is_filled_behind_and_the_engine_woken(
+        delay: float, redis_url: str, redis_client: Any, tmp_path: Path,
+        opened: list[Harness]) -> None:
+    h = Harness(settings_for(redis_url, "ahead-empty", tmp_path,
+                             WEBCRAWL_DOMAIN_DELAY_SECONDS=delay), opened=opened)
     h.enqueue(scrapy.Request("http://a.test/0"))
     h.runtime.flush()
     pokes = h.pokes

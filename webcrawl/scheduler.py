@@ -272,14 +272,11 @@ class ReadyQueueScheduler(BaseScheduler):
         if runtime.failed:
             return None
         if not self._buffer:
-            if self._max_delay <= 0:
-                # No delay to keep: the engine is woken when a pop behind answers, and meanwhile
-                # goes on with what it has (parsing, other downloads) instead of waiting.
-                if self._popping or self._pop_ahead(collect=True):
-                    return None
-            elif self._popping:
-                runtime.batch.settle()  # the pop under way fills the buffer (or failed)
-            if not self._buffer and not self._pop():
+            # The pop goes behind: the engine is woken when it answers, and meanwhile goes on
+            # with what it has (parsing, other downloads) instead of waiting for Redis.
+            if self._popping or self._pop_ahead(collect=True, empty=True):
+                return None
+            if not self._pop():  # a send under way: the pop waits for it, then goes
                 return None
         item = self._buffer.popleft()
         request = self._request_for(item)
@@ -310,14 +307,16 @@ class ReadyQueueScheduler(BaseScheduler):
             return False
         return popped(replies)
 
-    def _pop_ahead(self, *, collect: bool = False) -> bool:
-        """While no host popped so far has a delay to keep, the next pop goes behind (from the
-        batch's thread, with the batch) once the buffer runs half empty: the engine then never
-        waits for Redis to hand it work. A crawl with delays pops only when its buffer is empty,
-        so a popped request goes out at once in the turn its pop took. Returns whether a pop
-        went. ``collect``: finished leases go with it (not while a request is being handed out:
-        the engine does not count it in progress yet, and it would be taken for done)."""
-        if (self._popping or self._max_delay > 0 or len(self._buffer) >= POP_BATCH // 2
+    def _pop_ahead(self, *, collect: bool = False, empty: bool = False) -> bool:
+        """The next pop goes behind (from the batch's thread, with the batch): once the buffer
+        is ``empty``, or, while no host popped so far has a delay to keep, once it runs half
+        empty. The engine then does not wait for Redis to hand it work. A crawl with delays pops
+        only when its buffer is empty, so its popped requests go out as soon as the pop answers,
+        in the turns it took. Returns whether a pop went. ``collect``: finished leases go with
+        it (not while a request is being handed out: the engine does not count it in progress
+        yet, and it would be taken for done)."""
+        if (self._popping or (self._max_delay > 0 and not empty)
+                or len(self._buffer) >= POP_BATCH // 2
                 or self.runtime.batch.sending):
             return False
         plan = self._pop_plan(refill=False, collect=collect)
