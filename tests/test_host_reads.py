@@ -1,9 +1,13 @@
 """What a request needs to know of its host (delay, health, validator trust) comes from Redis in
-one round trip per host and cache period, on a real redis-server; an outage keeps what was known."""
+one round trip per host and cache period, on a real redis-server; an outage keeps what was known.
+In a crawl, a host known before is answered from memory when its period ends, and read again with
+the next write batch sent behind, so the reactor does not wait for that read."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import redis
@@ -63,3 +67,65 @@ def test_an_outage_keeps_what_was_known(redis_url: str, tmp_path: Path) -> None:
     assert len(errors) == 2
     hosts.offline = lambda: True  # known to be down: no read is tried
     assert hosts.validators("a.example") == ValidatorTrust() and len(errors) == 2
+
+
+def test_a_stale_host_is_answered_from_memory_and_read_when_asked(redis_url: str) -> None:
+    hosts, trips, layout, client = _store(redis_url, cache_seconds=0.0)
+    shard = layout.shard("a.example")
+    client.hset(shard.delay, "a.example", "2")
+    due: list[int] = []
+    hosts.due_now = lambda: due.append(hosts.due)
+    assert hosts.delay("a.example") == 2.0, "a host never seen is read at once"
+    client.hset(shard.delay, "a.example", "3")
+    before = trips.count
+    assert hosts.delay("a.example") == 2.0 and hosts.health("a.example") == DomainHealth()
+    assert trips.count == before, "a stale host waited for Redis"
+    assert due == [1] and hosts.due == 1, "due once, however often asked"
+    assert hosts.delay("b.example") == 0.5 and trips.count == before + 1
+    [host] = hosts.take_due()
+    assert host == "a.example" and hosts.due == 0
+    pipe = client.pipeline(transaction=False)
+    hosts.refresh_build([host])(pipe)
+    hosts.refreshed([host], pipe.execute())
+    assert hosts.delay("a.example") == 3.0
+    hosts.forget_validators("a.example")  # its trust changed: the next answer is read now
+    client.hset(shard.trust_validators, "a.example",
+                json.dumps(ValidatorTrust(state="trusted", confirmed=4).to_dict()))
+    assert hosts.validators("a.example").state == "trusted"
+
+
+def test_a_crawl_reads_a_stale_host_with_its_next_send_behind(
+        redis_url: str, redis_client: redis.Redis) -> None:
+    """The crawl's runtime: the stale answer comes at once (Redis already holds a newer one, which
+    a read now would have returned), and the read rides the next send behind."""
+    from tests.runtimes import run, runtime_for
+
+    runtime = runtime_for(redis_url, {"WEBCRAWL_CRAWL_NAME": "stale-hosts",
+                                      "WEBCRAWL_FLUSH_SECONDS": 0.0})
+    hosts, host = runtime.hosts, "a.example"
+    assert hosts.health(host) == DomainHealth()  # known from now on
+    for cache in (hosts._delays, hosts._health, hosts._validators):
+        cache.seconds = 0.0  # every answer is stale at once
+    newer = DomainHealth(1.0, 2.0, 3.0, 4, 5.0)
+    redis_client.hset(runtime.layout.shard(host).health, host, _HEALTH.pack(1.0, 2.0, 3.0, 4, 5.0))
+    sent: list[int] = []
+    send_behind = runtime.batch.send_behind
+    runtime.batch.send_behind = lambda *a: sent.append(len(a[2])) or send_behind(*a)  # type: ignore[method-assign]
+
+    async def until(condition: Callable[[], bool]) -> None:
+        for _ in range(3000):  # 30 s at most
+            if condition():
+                return
+            await asyncio.sleep(0.01)
+        raise AssertionError("deadline passed")
+
+    async def scenario() -> None:
+        assert hosts.health(host) == DomainHealth(), "the reactor waited for a read"
+        assert hosts.health(host) == DomainHealth() and hosts.due == 1
+        await until(lambda: hosts._health.stale(host, None) == newer)
+        assert sent == [1] and hosts.due == 0 and not runtime.failed
+
+    try:
+        run(scenario())
+    finally:
+        runtime.close()

@@ -143,6 +143,7 @@ class CrawlRuntime:
         # each (the reactor would stall for seconds per host); a failed read starts an outage.
         self.hosts.offline = lambda: self.failed or self._outage_since is not None
         self.hosts.on_error = self._read_failed
+        self.hosts.due_now = self._flush_soon  # stale hosts are read with the next send behind
         self.outage_seconds = settings.getfloat("WEBCRAWL_REDIS_OUTAGE_SECONDS", 30.0)
         crawler.signals.connect(self._publish_round_trips, signal=signals.spider_closed, weak=False)
         crawler.signals.connect(self.close, signal=signals.engine_stopped, weak=False)
@@ -261,14 +262,35 @@ class CrawlRuntime:
         # Behind: the reactor goes on while Redis answers. A pop or a look that must see these
         # writes waits for the answer first (the batch's flush settles it).
         self._flushed_at = time.monotonic()
-        self.batch.send_behind(_call_from_thread, self._sent_behind)
+        builds, read = self._host_reads()
+        self.batch.send_behind(_call_from_thread,
+                               lambda error, replies: self._sent_behind(error, replies, read),
+                               builds)
 
-    def _sent_behind(self, error: StateError | None, replies: list[list[Any]]) -> None:
+    def _host_reads(self) -> tuple[list[Build], Callable[[list[list[Any]] | None], None]]:
+        """The reads of hosts answered stale (:class:`HostStore`), to ride a send behind, and
+        what takes their replies (the riders' replies, these last; None: the send failed)."""
+        hosts = self.hosts.take_due()
+        if not hosts:
+            return [], lambda replies: None
+
+        def read(replies: list[list[Any]] | None) -> None:
+            if replies is None:
+                self.hosts.unread(hosts)  # still stale: due again when next asked
+            else:
+                self.hosts.refreshed(hosts, replies[-1])
+
+        return [self.hosts.refresh_build(hosts)], read
+
+    def _sent_behind(self, error: StateError | None, replies: list[list[Any]],
+                     read: Callable[[list[list[Any]] | None], None]) -> None:
         if error is None:
             self.answered()
+            read(replies)
         else:
+            read(None)
             self.fail(error)
-        if not self.failed and len(self.batch):
+        if not self.failed and (len(self.batch) or self.hosts.due):
             self._flush_soon()
 
     def carry_behind(self, builds: list[Build], answered: Callable[[list[list[Any]]], None],
@@ -280,15 +302,17 @@ class CrawlRuntime:
         if self.failed or self.batch.sending:
             return False
         self._flushed_at = time.monotonic()
+        own = len(builds)
+        extra, read = self._host_reads()
 
         def done(error: StateError | None, replies: list[list[Any]]) -> None:
-            self._sent_behind(error, replies)
+            self._sent_behind(error, replies, read)
             if error is None:
-                answered(replies)
+                answered(replies[:own])
             else:
                 failed(error)
 
-        return self.batch.send_behind(_call_from_thread, done, builds)
+        return self.batch.send_behind(_call_from_thread, done, [*builds, *extra])
 
     def _flush(self) -> None:
         if self.failed:

@@ -128,6 +128,13 @@ class HostStore:
         self.offline: Callable[[], bool] = lambda: False
         self.on_error: Callable[[Exception], None] | None = None
         self._holds_size = cache_size
+        #: Set by a caller that sends reads behind (the crawl's runtime): a host whose reads went
+        #: stale is then answered from what the process knew, and ``due_now`` is called; the
+        #: caller sends :meth:`refresh_build` for :meth:`take_due` soon and hands the replies to
+        #: :meth:`refreshed`. Unset, a stale host is read at once, waiting for Redis.
+        self.due_now: Callable[[], None] | None = None
+        self._due: dict[str, None] = {}  # answered stale, read not sent yet
+        self._reading: set[str] = set()  # read sent, not answered yet
 
     def _read(self, host: str, *keys: str) -> Any:
         """``host``'s field in each hash of ``keys``, in one round trip; ``_UNANSWERED`` when
@@ -153,6 +160,64 @@ class HostStore:
         replies = self._read(host, shard.delay, shard.health, shard.trust_validators)
         if replies is _UNANSWERED:
             return None
+        return self._store(host, replies)
+
+    def _cached(self, cache: TimedCache, host: str, index: int, default: Any) -> Any:
+        """``host``'s value in ``cache`` (index ``index`` of a refresh): fresh, else the stale
+        one while a read goes behind (see ``due_now``), else read now."""
+        cached = cache.get(host)
+        if cached is not None:
+            return cached
+        if self.due_now is not None:
+            stale = cache.stale(host, _UNANSWERED)
+            if stale is not _UNANSWERED:
+                if host not in self._due and host not in self._reading:
+                    self._due[host] = None
+                    self.due_now()
+                return stale
+        read = self._refresh(host)
+        return read[index] if read is not None else cache.stale(host, default)
+
+    @property
+    def due(self) -> int:
+        """Hosts answered stale, waiting for their read behind."""
+        return len(self._due)
+
+    def take_due(self, most: int = 256) -> list[str]:
+        """Up to ``most`` hosts answered stale, for one read behind (first come, first read);
+        they are not due again until :meth:`refreshed` or :meth:`unread`."""
+        hosts = []
+        for host in self._due:
+            hosts.append(host)
+            if len(hosts) >= most:
+                break
+        for host in hosts:
+            del self._due[host]
+        self._reading.update(hosts)
+        return hosts
+
+    def refresh_build(self, hosts: list[str]) -> Callable[[Any], None]:
+        """Queues on a pipeline the reads :meth:`refreshed` takes the replies of."""
+
+        def build(pipe: Any) -> None:
+            for host in hosts:
+                shard = self.layout.shard(host)
+                for key in (shard.delay, shard.health, shard.trust_validators):
+                    pipe.hget(key, host)
+
+        return build
+
+    def refreshed(self, hosts: list[str], replies: list[Any]) -> None:
+        """The replies of :meth:`refresh_build` for ``hosts``, into the caches."""
+        for i, host in enumerate(hosts):
+            self._reading.discard(host)
+            self._store(host, replies[3 * i:3 * i + 3])
+
+    def unread(self, hosts: list[str]) -> None:
+        """The read of ``hosts`` failed: they stay stale, and are due again when next asked."""
+        self._reading.difference_update(hosts)
+
+    def _store(self, host: str, replies: list[Any]) -> tuple[float, DomainHealth, ValidatorTrust]:
         raw_delay, raw_health, raw_trust = replies
         delay = max(float(raw_delay), self.default_delay) if raw_delay else self.default_delay
         health = DomainHealth(*_HEALTH.unpack(raw_health)) if raw_health else DomainHealth()
@@ -166,11 +231,7 @@ class HostStore:
                 self._validators.put(host, trust))
 
     def delay(self, host: str) -> float:
-        cached = self._delays.get(host)
-        if cached is None:
-            read = self._refresh(host)
-            return read[0] if read is not None else self._delays.stale(host, self.default_delay)
-        return cached
+        return self._cached(self._delays, host, 0, self.default_delay)
 
     def note_delay(self, host: str, seconds: float) -> None:
         """This process learned the host's delay (a Crawl-delay): use it at once."""
@@ -199,18 +260,10 @@ class HostStore:
         return until
 
     def health(self, host: str) -> DomainHealth:
-        cached = self._health.get(host)
-        if cached is None:
-            read = self._refresh(host)
-            return read[1] if read is not None else self._health.stale(host, DomainHealth())
-        return cached
+        return self._cached(self._health, host, 1, DomainHealth())
 
     def validators(self, host: str) -> ValidatorTrust:
-        cached = self._validators.get(host)
-        if cached is None:
-            read = self._refresh(host)
-            return read[2] if read is not None else self._validators.stale(host, ValidatorTrust())
-        return cached
+        return self._cached(self._validators, host, 2, ValidatorTrust())
 
     def forget_validators(self, host: str) -> None:
         self._validators.drop(host)
