@@ -60,6 +60,8 @@ DOWNLOADER_MIDDLEWARES = {
 
 # -- Cost-aware revisits (docs/revisit.md, docs/report.md) ---------------------------------------
 SPIDER_MIDDLEWARES = {
+    # At the engine: start requests go to the scheduler as they come, not one per loop turn.
+    "webcrawl.middlewares.startfeed.StartFeedMiddleware": 10,
     # Closest to the engine: scores requests after depth, URL length and referer have had theirs.
     "webcrawl.middlewares.priority.PriorityMiddleware": 40,
 }
