@@ -220,20 +220,28 @@ def test_requests_from_outside_the_queue_claim_the_hosts_turn() -> None:
     wire.send(robots)
     assert wire.wait_started(robots.url) - began >= 0.15
     wire.answer(robots)
-    page = queued("http://a.test/1")  # from the queue: its pop took the turn already
+    page = queued("http://a.test/1")  # from the queue, but it waits here: it claims a turn too
     wire.send(page)
     assert wire.wait_started(page.url) - wire.left[robots.url] >= DELAY
-    assert claims == ["a.test", "a.test"] and mw.stats.get_value("webcrawl/spacing/claimed") == 1
+    assert claims == ["a.test"] * 3 and mw.stats.get_value("webcrawl/spacing/claimed") == 2
+    wire.answer(page)
+    pump(DELAY + 0.05)
+    now = queued("http://a.test/2")  # the host is ready: it goes in its pop's turn, no claim
+    wire.send(now)
+    wire.wait_started(now.url)
+    assert claims == ["a.test"] * 3
 
 
 def test_a_robots_fetch_in_a_popped_requests_turn_claims_nothing_and_the_request_waits() -> None:
     """The robots.txt fetch made for a popped request goes at once, in that pop's turn (no claim
-    in Redis), and the popped request goes the delay after it left."""
+    in Redis); the popped request goes the delay after it left, and then past its pop's turn, so
+    it takes a turn of its own: here another process holds the host's turn 0.3 s more."""
     claims: list[str] = []
+    answers = iter([0.3, 0.0])
 
     def claim(host: str) -> float:
         claims.append(host)
-        return 5.0  # a claim would wait 5 s: the pop took the turn
+        return next(answers)
 
     mw = build(claim=claim)
     wire = Wire(mw)
@@ -242,11 +250,12 @@ def test_a_robots_fetch_in_a_popped_requests_turn_claims_nothing_and_the_request
     began = time.monotonic()
     wire.send(robots)
     assert wire.wait_started(robots.url, timeout=1.0) - began < 1.0
+    assert claims == []
     wire.send(page)
     pump(0.05)
     wire.answer(robots)
-    assert wire.wait_started(page.url) - wire.left[robots.url] >= DELAY
-    assert claims == []
+    assert wire.wait_started(page.url) - wire.left[robots.url] >= DELAY + 0.25
+    assert claims == ["a.test", "a.test"]
 
 
 def test_without_a_delay_queued_requests_to_a_host_overlap() -> None:

@@ -26,7 +26,10 @@ So this middleware is the last word on when a request goes out:
 - a request that did not come out of the crawl's queue (a robots.txt fetch, a download made by a
   component) first takes the host's turn in Redis (:meth:`CrawlQueue.claim`), so it counts for
   every process of the crawl; except a robots.txt fetch made for a request popped from the queue
-  (``meta["webcrawl_turn_taken"]``), which goes in that pop's turn, the request after it.
+  (``meta["webcrawl_turn_taken"]``), which goes in that pop's turn, the request after it. So does
+  a request from the queue that had to wait here (the delay after its host's robots.txt, a hold,
+  the request before it): it goes out past its pop's turn, and another process may have popped
+  the host's next turn meanwhile.
 
 Waiting requests go in arrival order, and only the first in line is woken when its host's
 state changes (a long line costs one wake a request). A request from the crawl's queue waiting
@@ -281,8 +284,12 @@ class HostSpacingMiddleware:
                     # wake a request, not one a request per change.
                     await self._wait_turn(state, ticket)
                 held = True
+            # A request that waited here goes out past the turn its pop took (the delay after
+            # its host's robots.txt, a hold, the request before it): another process may have
+            # the host's next turn by now, so it takes a turn of its own too.
+            claims = claims or (held and self.delay_for(host) > 0)
             if claims and self.claim is not None:
-                # Not from the crawl's queue: take the host's turn for every process first.
+                # Take the host's turn for every process first.
                 while (wait := self.claim(host)) > 0:
                     held = True
                     await self.sleep(wait)

@@ -181,14 +181,17 @@ class WriteBatch:
                 s.sitemap_max_disagreement_rate, s.sitemap_memory, repr(float(self.not_before))]
         for index, work in shards.items():
             keys = self.layout.all_shards[index]
-            if work.entries:
-                args = self.queue.push_args(work.entries, self.bloom_slices)
-                self._unsent.append(_Call("push", index, work, "push",
-                                          shard_keys_for("push", keys, new_op_id()), args))
+            # Lands first: a pipeline is not atomic, and another process's pop between a push and
+            # the land moving the pushed URLs' host's turn (a fetch finished) could take one
+            # of them in the turn that fetch had.
             if work.ops:
                 self._unsent.append(_Call("land", index, work, "land",
                                           shard_keys_for("land", keys, new_op_id()),
                                           head + work.ops))
+            if work.entries:
+                args = self.queue.push_args(work.entries, self.bloom_slices)
+                self._unsent.append(_Call("push", index, work, "push",
+                                          shard_keys_for("push", keys, new_op_id()), args))
             for owner, leases in work.acks.items():
                 self._unsent.append(_Call("ack", index, work, "lease", shard_keys_for("lease", keys),
                                           [owner, "ack", self.queue.lease_seconds, *leases]))
