@@ -42,7 +42,7 @@ cycle_seconds = 3600
 timeout_seconds = {timeout}
 [[page_types]]
 name = "page"
-url_pattern = '/p/'
+url_pattern = '/(p/|drip|stall)'
 """
 
 
@@ -57,7 +57,8 @@ def server() -> Iterator[HostileServer]:
 
 def site(server: HostileServer, tmp_path: Path, name: str, timeout: float,
          slow_paths: dict[str, str]) -> Path:
-    """A site file whose seeds are each host's slow URL first, then its pages."""
+    """A site file whose seeds are each host's slow URL first, then its pages: one page type,
+    so they are equal in priority and popped in that order."""
     seeds = [server.url(host, path) for host, path in slow_paths.items()]
     seeds += [server.url(host, p) for host in slow_paths for p in PAGES]
     folder = tmp_path / "sites"
