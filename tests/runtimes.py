@@ -5,7 +5,7 @@ them)."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from scrapy import Spider
@@ -30,6 +30,15 @@ def runtime_for(redis_url: str, settings: dict[str, Any] | None = None, *,
     crawler = get_crawler(spider, {"WEBCRAWL_REDIS_URL": redis_url, **(settings or {})})
     crawler.spider = crawler._create_spider(name)
     return CrawlRuntime.of(crawler)
+
+
+async def until(condition: Callable[[], bool], seconds: float = 30.0) -> None:
+    """Let the event loop turn until ``condition`` holds; fails after ``seconds``."""
+    for _ in range(int(seconds * 100)):
+        if condition():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("deadline passed")
 
 
 def run(coroutine: Coroutine[Any, Any, Any]) -> Any:

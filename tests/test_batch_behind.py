@@ -143,17 +143,10 @@ def test_a_crawls_timed_flush_goes_behind_while_the_reactor_runs(
     the answer, which then comes back through the reactor."""
     import asyncio
 
-    from tests.runtimes import run, runtime_for
+    from tests.runtimes import run, runtime_for, until
 
     runtime: CrawlRuntime = runtime_for(redis_url, {"WEBCRAWL_FLUSH_SECONDS": 0.0})
     answered: list[list[Any]] = []
-
-    async def until(condition: Callable[[], bool]) -> None:
-        for _ in range(3000):  # 30 s at most
-            if condition():
-                return
-            await asyncio.sleep(0.01)
-        raise AssertionError("deadline passed")
 
     async def scenario() -> int:
         redis_client.client_pause(60_000, all=False)

@@ -5,9 +5,7 @@ the next write batch sent behind, so the reactor does not wait for that read."""
 
 from __future__ import annotations
 
-import asyncio
 import json
-from collections.abc import Callable
 from pathlib import Path
 
 import redis
@@ -98,7 +96,7 @@ def test_a_crawl_reads_a_stale_host_with_its_next_send_behind(
         redis_url: str, redis_client: redis.Redis) -> None:
     """The crawl's runtime: the stale answer comes at once (Redis already holds a newer one, which
     a read now would have returned), and the read rides the next send behind."""
-    from tests.runtimes import run, runtime_for
+    from tests.runtimes import run, runtime_for, until
 
     runtime = runtime_for(redis_url, {"WEBCRAWL_CRAWL_NAME": "stale-hosts",
                                       "WEBCRAWL_FLUSH_SECONDS": 0.0})
@@ -111,13 +109,6 @@ def test_a_crawl_reads_a_stale_host_with_its_next_send_behind(
     sent: list[int] = []
     send_behind = runtime.batch.send_behind
     runtime.batch.send_behind = lambda *a: sent.append(len(a[2])) or send_behind(*a)  # type: ignore[method-assign]
-
-    async def until(condition: Callable[[], bool]) -> None:
-        for _ in range(3000):  # 30 s at most
-            if condition():
-                return
-            await asyncio.sleep(0.01)
-        raise AssertionError("deadline passed")
 
     async def scenario() -> None:
         assert hosts.health(host) == DomainHealth(), "the reactor waited for a read"

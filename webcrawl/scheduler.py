@@ -276,7 +276,9 @@ class ReadyQueueScheduler(BaseScheduler):
             # with what it has (parsing, other downloads) instead of waiting for Redis.
             if self._popping or self._pop_ahead(collect=True, empty=True):
                 return None
-            if not self._pop():  # a send under way: the pop waits for it, then goes
+            # It did not go: nothing is due (the engine is woken when something is), or a send
+            # is under way, and then the pop waits for it and goes.
+            if not runtime.batch.sending or not self._pop():
                 return None
         item = self._buffer.popleft()
         request = self._request_for(item)

@@ -44,14 +44,13 @@ class StartFeedMiddleware:
         return cls(crawler)
 
     async def process_start(self, start: AsyncIterator[Any]) -> AsyncIterator[Any]:
-        handed = 0
+        count = 0
         async for item in start:
-            engine = self.crawler.engine
-            if (isinstance(item, Request) and engine is not None and engine.running
-                    and engine.spider is not None and handed % CHUNK != CHUNK - 1):
-                handed += 1
-                engine.crawl(item)
-                continue
             if isinstance(item, Request):
-                handed += 1
+                count += 1
+                engine = self.crawler.engine
+                if (count % CHUNK and engine is not None and engine.running
+                        and engine.spider is not None):
+                    engine.crawl(item)
+                    continue
             yield item

@@ -14,6 +14,7 @@ import struct
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
+from itertools import islice
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -186,11 +187,7 @@ class HostStore:
     def take_due(self, most: int = 256) -> list[str]:
         """Up to ``most`` hosts answered stale, for one read behind (first come, first read);
         they are not due again until :meth:`refreshed` or :meth:`unread`."""
-        hosts = []
-        for host in self._due:
-            hosts.append(host)
-            if len(hosts) >= most:
-                break
+        hosts = list(islice(self._due, most))
         for host in hosts:
             del self._due[host]
         self._reading.update(hosts)
