@@ -18,7 +18,8 @@ keeps the same contract (:mod:`webcrawl.net.http1_exchange`) with a smaller path
   SSRF middleware see what they see from Scrapy's handler: refused connections, time-outs
   (``download_timeout`` bounds the whole download, connecting included), broken answers.
 - A kept connection that the server closed just as a request went out (no byte of an answer
-  came) is replaced by a new one and the request sent again, once.
+  came) is replaced by a new one and the request sent again, once, if its method is idempotent.
+- A ``download_timeout`` of 0 or None is Scrapy's default deadline, 180 s.
 """
 
 from __future__ import annotations
@@ -55,6 +56,8 @@ __all__ = ["Http1Client", "tls_context"]
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
+#: Methods sent again on a new connection when a kept one turned out closed (RFC 9110 9.2.2).
+_IDEMPOTENT = frozenset({"GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE"})
 
 
 def tls_context(settings: Any) -> ssl.SSLContext:
@@ -136,6 +139,7 @@ class Http1Client:
 
     async def fetch(self, request: Request, timeout: float) -> Response:
         try:
+            timeout = timeout or 180.0  # as Scrapy's handler: no deadline is its default one
             async with asyncio.timeout(timeout):
                 return await self._fetch(request)
         except TimeoutError:
@@ -166,7 +170,10 @@ class Http1Client:
             try:
                 answer = await future
             except Stale:
-                continue  # the server had closed the kept connection: once more, on a new one
+                if request.method in _IDEMPOTENT:
+                    continue  # the server had closed the kept connection: again, on a new one
+                raise DownloadFailedError(f"{request.url}: the kept connection closed before "
+                                          f"any answer") from None
             except BaseException:
                 connection.abort()  # cancelled or timed out mid-answer: the connection is spent
                 raise
@@ -205,9 +212,9 @@ class Http1Client:
         addresses = await self._resolve(host, port)
         loop = asyncio.get_running_loop()
         tls = self.context if scheme == "https" else None
-        server_name = None
-        if tls is not None:
-            server_name = "" if _is_literal(host) else host  # no SNI for an address
+        # The host, name or address, is what the certificate is checked against when
+        # DOWNLOAD_VERIFY_CERTIFICATES is on (no SNI is sent for an address).
+        server_name = host if tls is not None else None
         error: Exception | None = None
         for address in addresses:
             try:
@@ -237,10 +244,3 @@ class Http1Client:
     def close(self) -> None:
         self.pool.close()
 
-
-def _is_literal(host: str) -> bool:
-    try:
-        ipaddress.ip_address(host)
-    except ValueError:
-        return False
-    return True

@@ -136,11 +136,8 @@ class AnswerExchange:
         self.request.meta["download_latency"] = time.monotonic() - self.started_at
         self.status = status
         self.headers = scrapy_headers = Headers(headers)
-        expected = None
-        for name, value in headers:
-            if len(name) == 14 and name.lower() == b"content-length":
-                expected = int(value) if value.isdigit() else None
-        if expected is not None and not self.reader.complete:
+        expected = self.reader.length  # None for chunked bodies, whatever Content-Length says
+        if expected is not None:
             if self.maxsize and expected > self.maxsize:
                 self._cancel(expected, expected=True)
             if self.warnsize and expected > self.warnsize:

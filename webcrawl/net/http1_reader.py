@@ -4,7 +4,8 @@ RFC 9112 section 6.3 says. Pure: no sockets, no Scrapy, no clock.
 :class:`AnswerReader` is fed whatever arrives (:meth:`~AnswerReader.feed`) and tells its owner
 what it found through three calls: ``head(status, version, headers)`` once the head is whole
 (informational 1xx answers are skipped), ``data(chunk)`` for each piece of body, ``done()`` when
-the body is complete. Bytes after the answer are kept (:attr:`~AnswerReader.rest`); a
+the body is complete (at the end of the :meth:`~AnswerReader.feed` that completed it, once
+:attr:`~AnswerReader.rest` holds what came after). Bytes after the answer are kept (:attr:`~AnswerReader.rest`); a
 well-behaved server sends none, since requests are not pipelined.
 
 Framing, in the RFC's order: a HEAD request and the statuses 1xx, 204 and 304 have no body; a
@@ -27,6 +28,7 @@ __all__ = ["MAX_HEAD_BYTES", "AnswerReader", "BadAnswer", "Listener"]
 #: The largest head read (status line and headers together); a longer one is a broken answer.
 MAX_HEAD_BYTES = 65536
 _MAX_CHUNK_LINE = 4096
+_HEX_DIGITS = b"0123456789abcdefABCDEF"
 _NO_BODY_STATUSES = frozenset({204, 304})
 _HEAD, _LENGTH, _CHUNK_SIZE, _CHUNK_DATA, _CHUNK_END, _TRAILERS, _UNTIL_CLOSE, _DONE = range(8)
 
@@ -65,7 +67,7 @@ class AnswerReader:
     """See the module docstring. ``head_request`` is whether the request was a HEAD."""
 
     __slots__ = ("listener", "head_request", "state", "buffer", "remaining", "keep_alive",
-                 "status", "rest")
+                 "status", "rest", "length", "_finished")
 
     def __init__(self, listener: Listener, *, head_request: bool = False) -> None:
         self.listener = listener
@@ -76,6 +78,8 @@ class AnswerReader:
         self.keep_alive = False  # known once the head is read
         self.status = 0
         self.rest = b""
+        self.length: int | None = None  # the body's length, when Content-Length frames it
+        self._finished = False  # done() is owed once this feed's bytes are sorted
 
     @property
     def complete(self) -> bool:
@@ -97,6 +101,9 @@ class AnswerReader:
             data = self._step(data)
         if data:
             self.rest += data
+        if self._finished:  # told after rest is known, so the owner can tell a clean end
+            self._finished = False
+            self.listener.done()
 
     def closed(self) -> bool:
         """The connection ended: complete a body that runs to the end of it; whether the answer
@@ -140,7 +147,7 @@ class AnswerReader:
     def _read_head(self, data: bytes) -> bytes:
         end = data.find(b"\r\n\r\n")
         if end < 0:
-            if len(data) > MAX_HEAD_BYTES:
+            if len(data) > MAX_HEAD_BYTES + 3:  # longer than the limit and a partial blank line
                 raise BadAnswer(f"answer head over {MAX_HEAD_BYTES} bytes")
             self.buffer = data
             return b""
@@ -154,11 +161,11 @@ class AnswerReader:
         self._frame(status, version, headers)
         self.listener.head(status, version, headers)
         if self.state == _DONE:
-            self.listener.done()
+            self._finished = True
         return data
 
     def _frame(self, status: int, version: bytes, headers: list[tuple[bytes, bytes]]) -> None:
-        connection = b""
+        options: set[bytes] = set()
         coding = b""
         lengths: set[bytes] = set()
         for name, value in headers:
@@ -168,9 +175,9 @@ class AnswerReader:
             elif lower == b"transfer-encoding":
                 coding = value.lower()
             elif lower == b"connection":
-                connection += b"," + value.lower()
-        closing = b"close" in connection
-        self.keep_alive = not closing and (version == b"HTTP/1.1" or b"keep-alive" in connection)
+                options.update(v.strip() for v in value.lower().split(b","))
+        self.keep_alive = b"close" not in options and (
+            version == b"HTTP/1.1" or b"keep-alive" in options)
         if self.head_request or status in _NO_BODY_STATUSES:
             self.state = _DONE
         elif coding:
@@ -181,19 +188,16 @@ class AnswerReader:
         elif lengths:
             if len(lengths) > 1 or not all(v.isdigit() for v in lengths):
                 raise BadAnswer(f"bad Content-Length: {b','.join(sorted(lengths))[:80]!r}")
-            self.remaining = int(lengths.pop())
+            self.remaining = self.length = int(lengths.pop())
             self.state = _LENGTH if self.remaining else _DONE
         else:
             self.state, self.keep_alive = _UNTIL_CLOSE, False
 
     def _chunk_size(self, line: bytes) -> None:
         size = line.split(b";", 1)[0].strip()
-        try:
-            self.remaining = int(size, 16)
-        except ValueError:
-            raise BadAnswer(f"bad chunk size: {line[:40]!r}") from None
-        if self.remaining < 0 or size[:1] in (b"-", b"+") or size.lower().startswith(b"0x"):
+        if not size or size.strip(_HEX_DIGITS) or len(size) > 16:  # int() takes 0x, _, signs
             raise BadAnswer(f"bad chunk size: {line[:40]!r}")
+        self.remaining = int(size, 16)
         self._set(_CHUNK_DATA if self.remaining else _TRAILERS)
 
     def _set(self, state: int) -> None:
@@ -201,4 +205,4 @@ class AnswerReader:
 
     def _finish(self) -> None:
         self.state = _DONE
-        self.listener.done()
+        self._finished = True
