@@ -179,6 +179,16 @@ def test_duplicates_are_filtered_canonically(make: Make, cycle: Cycle) -> None:
                              + s.get_value("dupefilter/filtered/bloom", 0) for s in stats)
 
 
+def test_links_to_one_page_under_other_fragments_are_duplicates(make: Make) -> None:
+    h = make()
+    assert h.enqueue(scrapy.Request("http://a.test/p#intro"), scrapy.Request("http://a.test/p#use"),
+                     scrapy.Request("http://a.test/p"), scrapy.Request("http://a.test/p#intro"),
+                     scrapy.Request("http://a.test/q#intro")) == [True, False, False, False, True]
+    assert [r.url for r in h.drain()] == ["http://a.test/p#intro", "http://a.test/q#intro"]
+    h.close()
+    assert h.stats.get_value("dupefilter/filtered/local_cache") == 3
+
+
 def test_the_frontier_cap_evicts_the_lowest_priorities(make: Make, cycle: Cycle) -> None:
     h = make(WEBCRAWL_FRONTIER_MAX_PER_DOMAIN=3)
     for i, priority in enumerate([1, 9, 5, 0, 7]):

@@ -231,20 +231,28 @@ class ReadyQueueScheduler(BaseScheduler):
     def enqueue_request(self, request: Request) -> bool:
         if self.runtime.failed:
             return False
-        host = urlparse_cached(request).hostname or "-"
         offsets = None
-        if not request.dont_filter:
-            raw = hash(request.url)
-            if raw in self._seen_local:
+        if not request.dont_filter:  # most links are known: a hash or two, no parse
+            url = request.url
+            raw = hash(url)
+            seen = self._seen_local
+            if raw in seen:
                 self._filtered_locally += 1
                 return False
-            canonical = canonicalize_url(request.url)
-            key = hash(canonical)
-            if key in self._seen_local:
+            # The same page under another fragment (#section links): canonical URLs have none.
+            cut = url.find("#")
+            bare = hash(url[:cut]) if cut >= 0 else raw
+            if bare in seen:
                 self._remember(raw)
                 self._filtered_locally += 1
                 return False
-            self._remember(raw, key)
+            canonical = canonicalize_url(url)
+            key = hash(canonical)
+            if key in seen:
+                self._remember(raw, bare)
+                self._filtered_locally += 1
+                return False
+            self._remember(raw, bare, key)
             offsets = self._offsets(canonical)
         try:
             payload = encode(request, self.spider)
@@ -252,6 +260,7 @@ class ReadyQueueScheduler(BaseScheduler):
             self._unserializable(request, exc)
             return False
         runtime = self.runtime
+        host = urlparse_cached(request).hostname or "-"
         runtime.batch.push(Entry(host, request.priority, payload, offsets), self._push_status)
         # Until the batch goes, that shard may have new work: a pop there carries the push.
         self._unsent_pushes.add(runtime.layout.shard_index(host) if self._sharded else 0)

@@ -1,4 +1,5 @@
-"""Network safety: which addresses the crawler may connect to, checked when it connects."""
+"""The network side of a crawl: which addresses the crawler may connect to, checked when it
+connects, and the HTTP/1.1 client its download handler fetches with (``webcrawl.net.http1``)."""
 
 from __future__ import annotations
 

@@ -21,9 +21,16 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
+from pydispatch import dispatcher
 from scrapy import signals
-from scrapy.exceptions import DownloadCancelledError, DownloadFailedError, StopDownload
+from scrapy.exceptions import (
+    DownloadCancelledError,
+    DownloadFailedError,
+    ResponseDataLossError,
+    StopDownload,
+)
 from scrapy.http import Headers
+from twisted.python.failure import Failure
 
 from webcrawl.net.http1_reader import AnswerReader, BadAnswer
 
@@ -57,10 +64,10 @@ class Answer:
 
 
 def _listened(crawler: Crawler | None, signal: object) -> bool:
+    """Whether anything listens to ``signal`` now (asked at each answer: a handler connected
+    during the crawl is heard from the next answer on)."""
     if crawler is None:
         return False
-    from pydispatch import dispatcher
-
     return any(True for _ in dispatcher.getAllReceivers(crawler.signals.sender, signal))
 
 
@@ -121,8 +128,6 @@ class AnswerExchange:
                     f"{reason}"))
             return
         if self.fail_on_dataloss:
-            from scrapy.exceptions import ResponseDataLossError
-
             self.future.set_exception(ResponseDataLossError(
                 f"{self.request.url}: the connection closed {self.received} bytes into the body, "
                 f"before its end"))
@@ -167,8 +172,6 @@ class AnswerExchange:
 
     def _signal(self, signal: object, **kwargs: Any) -> None:
         assert self.crawler is not None
-        from twisted.python.failure import Failure
-
         for _, result in self.crawler.signals.send_catch_log(
                 signal=signal, request=self.request, spider=self.crawler.spider, **kwargs):
             if isinstance(result, Failure) and isinstance(result.value, StopDownload):
