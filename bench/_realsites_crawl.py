@@ -22,7 +22,7 @@ import threading
 from pathlib import Path
 
 from bench._realsites_corpus import Corpus
-from bench._scheduler_process import Child, Crawl, project_env, scrapy_command
+from bench._scheduler_process import Child, Crawl, extra_settings, project_env, scrapy_command
 from bench._scheduler_redis import cpu_seconds
 
 VANILLA, WEBCRAWL, WEBCRAWL_UNIX, WEBCRAWL_TCP = "vanilla", "webcrawl", "webcrawl unix", "webcrawl tcp"
@@ -91,7 +91,7 @@ def command(contender: str, corpus: Corpus, base_url: str, folder: Path, tag: st
     settings: dict[str, object] = {
         "WEBCRAWL_SITES_DIR": folder / "sites",
         "WEBCRAWL_DATA_DIR": folder / f"data-{tag}",  # fresh: nothing known, nothing stored
-        "WEBCRAWL_CRAWL_NAME": f"bench-{tag}",
+        "WEBCRAWL_CRAWL_NAME": f"bench-{tag}", **extra_settings("realsites"),
     }
     if redis_url is not None:
         settings["WEBCRAWL_REDIS_URL"] = redis_url

@@ -116,6 +116,18 @@ class Child:
                      usage.ru_maxrss / 1024, stats_of(text), text)
 
 
+def extra_settings(bench: str) -> dict[str, str]:
+    """Settings added to every webcrawl crawl of ``./run bench <bench>``, from
+    ``BENCH_<BENCH>_WEBCRAWL_SETTINGS`` (``NAME=value`` pairs separated by spaces), for A/B runs of
+    one setting such as ``WEBCRAWL_HTTP_CLIENT=twisted``."""
+    text = os.environ.get(f"BENCH_{bench.upper()}_WEBCRAWL_SETTINGS", "")
+    pairs = [item.partition("=") for item in text.split()]
+    bad = [name for name, eq, _ in pairs if not eq or not name]
+    if bad:
+        raise SystemExit(f"BENCH_{bench.upper()}_WEBCRAWL_SETTINGS: {bad[0]!r} is not NAME=value")
+    return {name: value for name, _, value in pairs}
+
+
 def reproduce(bench: str) -> str:
     """The command that reproduces a run of ``./run bench <bench>``, with the ``BENCH_<BENCH>_*``
     settings it was given (those that only keep logs or skip writing left out)."""

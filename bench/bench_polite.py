@@ -14,7 +14,8 @@ the delay (must be 0) and the shortest gap; completeness; and CPU per page of th
 
 ``./run bench polite``. Environment: ``BENCH_POLITE_ROUNDS`` (2), ``BENCH_POLITE_HOSTS`` (500),
 ``BENCH_POLITE_PAGES`` (20), ``BENCH_POLITE_DELAY`` (1.0), ``BENCH_POLITE_WRITE`` (1; 0 leaves
-docs/benchmarks.md alone), ``BENCH_POLITE_KEEP`` (0; 1 keeps the crawl logs).
+docs/benchmarks.md alone), ``BENCH_POLITE_KEEP`` (0; 1 keeps the crawl logs),
+``BENCH_POLITE_WEBCRAWL_SETTINGS`` (``NAME=value ...`` added to every crawl, for A/B runs).
 """
 
 from __future__ import annotations
@@ -30,7 +31,14 @@ from bench._polite_judge import Verdict, judge
 from bench._polite_server import ServerProcess
 from bench._polite_site import PoliteSite, hosts_network
 from bench._report import table, write_section
-from bench._scheduler_process import Child, Crawl, project_env, reproduce, scrapy_command
+from bench._scheduler_process import (
+    Child,
+    Crawl,
+    extra_settings,
+    project_env,
+    reproduce,
+    scrapy_command,
+)
 from bench._scheduler_redis import BenchRedis, cpu_seconds
 
 SITE = "polite-bench"
@@ -76,7 +84,7 @@ def crawl(processes: int, site: PoliteSite, server: ServerProcess, redis: BenchR
     redis0, server0 = redis.cpu_seconds(), cpu_seconds(server.pid)
     settings: dict[str, object] = {
         "WEBCRAWL_SITES_DIR": folder / "sites", "WEBCRAWL_REDIS_URL": redis.url,
-        "WEBCRAWL_CRAWL_NAME": f"polite-{tag}",
+        "WEBCRAWL_CRAWL_NAME": f"polite-{tag}", **extra_settings("polite"),
     }
     # A data folder each, as on two machines: a body store is written by one process only.
     children = [Child(scrapy_command(SITE, {**settings, "WEBCRAWL_DATA_DIR": folder / f"data-{tag}-{i}"}),

@@ -15,7 +15,9 @@ disk (``bench/_realsites_corpus.py``). Every crawl must exit 0.
 ``./run bench realsites``. Environment: ``BENCH_REALSITES_ROUNDS`` (3),
 ``BENCH_REALSITES_SITES`` (python,postgres,rust-std), ``BENCH_REALSITES_LATENCY_MS`` (0.5; 0
 leaves out the runs on Redis over TCP), ``BENCH_REALSITES_WRITE`` (1; 0 leaves
-docs/benchmarks.md alone), ``BENCH_REALSITES_KEEP`` (0; 1 keeps the crawl logs).
+docs/benchmarks.md alone), ``BENCH_REALSITES_KEEP`` (0; 1 keeps the crawl logs),
+``BENCH_REALSITES_WEBCRAWL_SETTINGS`` (``NAME=value ...`` added to every webcrawl crawl, for A/B
+runs).
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """An HTTP/1.1 client on asyncio's own transports, for webcrawl's download handler.
 
 Scrapy's HTTP/1.1 handler goes through Twisted's ``Agent``, its connection pool and its HTTP
-parser: on small pages they cost about as much CPU as the rest of the crawl's path (a fetch of
-a 14 KB page took 0.5 ms more than with this client, measured on whole crawls). This client
+parser: on pages of a few KB that path cost 0.3 to 0.5 ms of CPU a page more than this client,
+about a sixth of a whole crawl's CPU (measured on whole crawls, docs/benchmarks.md). This client
 keeps the same contract (:mod:`webcrawl.net.http1_exchange`) with a smaller path: one
 :class:`asyncio.Protocol` per connection, one parse of the head, the body framed by
 :mod:`webcrawl.net.http1_reader`, kept connections reused (:mod:`webcrawl.net.http1_pool`).
