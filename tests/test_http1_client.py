@@ -340,7 +340,7 @@ def handler(make_handler: Callable[..., GuardedDownloadHandler]) -> GuardedDownl
 
 def request(url: str, **kwargs: Any) -> Request:
     meta = kwargs.pop("meta", {})
-    meta.setdefault("download_timeout", 5)
+    meta.setdefault("download_timeout", 30)  # a deadline for a loaded machine, not a wait
     return Request(url, meta=meta, **kwargs)
 
 
@@ -357,7 +357,7 @@ def failure(handler: GuardedDownloadHandler, url: str, **kwargs: Any) -> BaseExc
     raise AssertionError(f"no error: {response!r} {response.flags}")
 
 
-def wait(event: threading.Event, seconds: float = 5.0) -> bool:
+def wait(event: threading.Event, seconds: float = 15.0) -> bool:
     return event.wait(seconds)
 
 

@@ -37,6 +37,9 @@ START_TIMEOUT_SECONDS = 20.0
 #: What redis-server logs once it listens with its data loaded (6.2: "Ready to accept
 #: connections"; 7: "... connections tcp/unix").
 READY = b"ready to accept connections"
+# The log forwarders started by this process: a Popen collected while its ``cat`` still runs
+# (it outlives the process by design) warns, so each is kept until it has exited.
+_FORWARDERS: list[subprocess.Popen[bytes]] = []
 
 
 def redis_server_binary() -> str:
@@ -156,9 +159,10 @@ class EmbeddedRedis:
     def _forward(read: int, log: Any) -> None:
         """Hand the rest of the server's log to a ``cat`` of its own session (it outlives this
         process, and ends with the server). Without one, later log lines are dropped."""
+        _FORWARDERS[:] = [p for p in _FORWARDERS if p.poll() is None]
         try:
-            subprocess.Popen(["cat"], stdin=read, stdout=log, stderr=subprocess.DEVNULL,
-                             start_new_session=True)
+            _FORWARDERS.append(subprocess.Popen(["cat"], stdin=read, stdout=log,
+                                                stderr=subprocess.DEVNULL, start_new_session=True))
         except OSError as exc:
             logger.debug("The embedded redis-server's log stops here (no cat: %s)", exc)
 
