@@ -16,7 +16,7 @@ setup(
     package_data={"": ["*.toml", "*.lua"]},
     include_package_data=True,
     install_requires=[
-        "scrapy>=2.13,<2.20",
+        "scrapy>=2.19,<2.20",  # its download exceptions and handler helpers
         "selectolax>=1.0",
         "redis>=5.0",
         # redis-py parses replies in C when hiredis is installed: a third of its CPU per page.

@@ -141,6 +141,9 @@ def check_settings(settings: BaseSettings, spider_name: str) -> None:
     :class:`~webcrawl.state.client.RedisUnavailable`)."""
     parse_networks(get_list(settings, "WEBCRAWL_ALLOWED_PRIVATE_NETWORKS"))
     get_list(settings, "WEBCRAWL_HEALTH_HTTP_CODES", item=int)
+    from webcrawl.net.handler import http_client  # the crawl imports it anyway, a moment later
+
+    http_client(settings)
     scheduler = load_object(settings["SCHEDULER"])
     if not (isinstance(scheduler, type) and issubclass(scheduler, ReadyQueueScheduler)):
         return  # another scheduler (a baseline run): its settings are its own

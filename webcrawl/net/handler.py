@@ -54,10 +54,18 @@ else:
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["CLIENTS", "GuardedDownloadHandler", "ProxyRefused"]
+__all__ = ["CLIENTS", "GuardedDownloadHandler", "ProxyRefused", "http_client"]
 
 #: The values of ``WEBCRAWL_HTTP_CLIENT``.
 CLIENTS = ("asyncio", "twisted")
+
+
+def http_client(settings: Any) -> str:
+    """``WEBCRAWL_HTTP_CLIENT``, checked (``scrapy crawl`` checks it before the crawl starts)."""
+    choice = settings.get("WEBCRAWL_HTTP_CLIENT", "asyncio")
+    if choice not in CLIENTS:
+        raise SettingError(f"WEBCRAWL_HTTP_CLIENT={choice!r}: expected one of {', '.join(CLIENTS)}")
+    return choice
 
 
 class ProxyRefused(IgnoreRequest):
@@ -88,11 +96,7 @@ class GuardedDownloadHandler(HTTP11DownloadHandler):
     def _client(self, crawler: Crawler) -> Http1Client | None:
         """The asyncio client, when this crawl uses it (see the module docstring)."""
         settings = crawler.settings
-        choice = settings.get("WEBCRAWL_HTTP_CLIENT", "asyncio")
-        if choice not in CLIENTS:
-            raise SettingError(f"WEBCRAWL_HTTP_CLIENT: {choice!r} is not one of "
-                               f"{', '.join(CLIENTS)}")
-        if choice != "asyncio" or settings.get("DOWNLOAD_BIND_ADDRESS"):
+        if http_client(settings) != "asyncio" or settings.get("DOWNLOAD_BIND_ADDRESS"):
             return None
         from scrapy.utils.reactor import is_asyncio_reactor_installed
 
@@ -121,7 +125,7 @@ class GuardedDownloadHandler(HTTP11DownloadHandler):
             # Its own task, so that cancel_all() can cancel it (the client resolves with this
             # crawler's policy itself).
             download = asyncio.ensure_future(
-                self.client.fetch(request, meta.get("download_timeout", 180)))
+                self.client.fetch(request, meta.get("download_timeout")))
         else:
             # The download runs as its own task, created inside the block: it carries this
             # crawler's policy to the resolver, and it can be cancelled from cancel_all().

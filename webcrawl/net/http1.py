@@ -36,8 +36,9 @@ from scrapy.exceptions import (
     DownloadFailedError,
     DownloadTimeoutError,
 )
-from scrapy.responsetypes import responsetypes
+from scrapy.utils._download_handlers import make_response
 from scrapy.utils.httpobj import urlparse_cached
+from scrapy.utils.ssl import _make_ssl_context
 from twisted.internet.interfaces import IResolutionReceiver
 from zope.interface import implementer
 
@@ -62,13 +63,6 @@ _IDEMPOTENT = frozenset({"GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE"})
 
 def tls_context(settings: Any) -> ssl.SSLContext:
     """The TLS context of ``https`` connections: Scrapy's, from its settings."""
-    try:
-        from scrapy.utils.ssl import _make_ssl_context
-    except ImportError:  # pragma: no cover (Scrapy before 2.14): no verification, as Scrapy's default
-        context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-        context.check_hostname = False
-        context.verify_mode = ssl.CERT_NONE
-        return context
     return _make_ssl_context(settings)
 
 
@@ -135,11 +129,10 @@ class Http1Client:
         self.maxsize = maxsize
         self.warnsize = warnsize
         self.fail_on_dataloss = fail_on_dataloss
-        self.connections_opened = 0
 
-    async def fetch(self, request: Request, timeout: float) -> Response:
+    async def fetch(self, request: Request, timeout: float | None) -> Response:
+        timeout = timeout or 180.0  # as Scrapy's handler: no deadline is its default one
         try:
-            timeout = timeout or 180.0  # as Scrapy's handler: no deadline is its default one
             async with asyncio.timeout(timeout):
                 return await self._fetch(request)
         except TimeoutError:
@@ -180,20 +173,14 @@ class Http1Client:
             return self._response(request, connection, answer)
         raise DownloadFailedError(f"{request.url}: the connection closed before any answer")
 
-    def _response(self, request: Request, connection: Connection, answer: Answer) -> Response:
-        respcls = responsetypes.from_args(headers=answer.headers, url=request.url,
-                                          body=answer.body)
-        response = respcls(url=request.url, status=answer.status, headers=answer.headers,
-                           body=answer.body, flags=answer.flags,
-                           certificate=connection.certificate,
-                           ip_address=connection.ip_address, protocol="HTTP/1.1")
-        stop = answer.stop
-        if stop is not None:
-            response.flags.append("download_stopped")
-            if stop.fail:
-                stop.response = response
-                raise stop
-        return response
+    @staticmethod
+    def _response(request: Request, connection: Connection, answer: Answer) -> Response:
+        """Scrapy's response for the answer (raising its StopDownload when that asks to fail)."""
+        return make_response(url=request.url, status=answer.status, headers=answer.headers,
+                             body=answer.body, flags=answer.flags,
+                             certificate=connection.certificate,
+                             ip_address=connection.ip_address, protocol="HTTP/1.1",
+                             stop_download=answer.stop)
 
     async def _resolve(self, host: str, port: int) -> list[str]:
         from twisted.internet import reactor
@@ -226,7 +213,6 @@ class Http1Client:
             except (OSError, ssl.SSLError) as exc:
                 error = DownloadFailedError(f"connecting to {host}:{port} ({address}): {exc}")
             else:
-                self.connections_opened += 1
                 stats = self.crawler.stats if self.crawler is not None else None
                 if stats is not None:
                     stats.inc_value("webcrawl/http/connections")

@@ -30,7 +30,7 @@ from scrapy.exceptions import (
     StopDownload,
 )
 from scrapy.http import Headers
-from twisted.python.failure import Failure
+from scrapy.utils._download_handlers import check_stop_download, get_maxsize_msg, get_warnsize_msg
 
 from webcrawl.net.http1_reader import AnswerReader, BadAnswer
 
@@ -172,25 +172,19 @@ class AnswerExchange:
 
     def _signal(self, signal: object, **kwargs: Any) -> None:
         assert self.crawler is not None
-        for _, result in self.crawler.signals.send_catch_log(
-                signal=signal, request=self.request, spider=self.crawler.spider, **kwargs):
-            if isinstance(result, Failure) and isinstance(result.value, StopDownload):
-                raise result.value
+        stop = check_stop_download(signal, self.crawler, self.request, **kwargs)
+        if stop is not None:
+            raise stop
 
     def _cancel(self, size: int, *, expected: bool) -> None:
-        what = "Expected to receive" if expected else "Received"
-        message = (f"{what} {size} bytes which is larger than download max size "
-                   f"({self.maxsize}) in request {self.request}.")
+        message = get_maxsize_msg(size, self.maxsize, self.request, expected=expected)
         logger.warning(message)
         raise DownloadCancelledError(message)
 
     def _warn(self, size: int, *, expected: bool) -> None:
-        if self.warned:
-            return
-        self.warned = True
-        what = "Expected to receive" if expected else "Received"
-        logger.warning("%s %d bytes which is larger than download warn size (%d) in request %s.",
-                       what, size, self.warnsize, self.request)
+        if not self.warned:
+            self.warned = True
+            logger.warning(get_warnsize_msg(size, self.warnsize, self.request, expected=expected))
 
     def _fail(self, exc: BaseException) -> None:
         self.connection.abort()

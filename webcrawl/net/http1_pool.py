@@ -131,11 +131,6 @@ class Pool:
             if not idle:
                 del self._idle[connection.key]
 
-    def idle_count(self, key: Key | None = None) -> int:
-        if key is not None:
-            return len(self._idle.get(key, ()))
-        return sum(len(v) for v in self._idle.values())
-
     def close(self) -> None:
         for idle in list(self._idle.values()):
             for connection in list(idle):

@@ -83,6 +83,7 @@ class AnswerReader:
 
     @property
     def complete(self) -> bool:
+        """Whether the whole answer has been read."""
         return self.state == _DONE
 
     @property
@@ -120,7 +121,10 @@ class AnswerReader:
             self.remaining -= len(take)
             self.listener.data(take)
             if not self.remaining:
-                self._finish() if state == _LENGTH else self._set(_CHUNK_END)
+                if state == _LENGTH:
+                    self._finish()
+                else:
+                    self.state = _CHUNK_END
             return data[len(take):]
         if state == _UNTIL_CLOSE:
             self.listener.data(data)
@@ -139,7 +143,7 @@ class AnswerReader:
         elif state == _CHUNK_END:
             if line:
                 raise BadAnswer("chunk data longer than its size")
-            self._set(_CHUNK_SIZE)
+            self.state = _CHUNK_SIZE
         elif not line:  # _TRAILERS: the blank line ends them
             self._finish()
         return data
@@ -198,10 +202,7 @@ class AnswerReader:
         if not size or size.strip(_HEX_DIGITS) or len(size) > 16:  # int() takes 0x, _, signs
             raise BadAnswer(f"bad chunk size: {line[:40]!r}")
         self.remaining = int(size, 16)
-        self._set(_CHUNK_DATA if self.remaining else _TRAILERS)
-
-    def _set(self, state: int) -> None:
-        self.state = state
+        self.state = _CHUNK_DATA if self.remaining else _TRAILERS
 
     def _finish(self) -> None:
         self.state = _DONE
