@@ -85,7 +85,13 @@ class Peer:
     server_name: str | None = None
 
     def send(self, data: bytes) -> None:
-        self.sock.sendall(data)
+        try:
+            self.sock.sendall(data)
+        except (BrokenPipeError, ConnectionResetError):
+            # The client closed (or reset) the connection before these bytes went: as a read
+            # would have seen it, had the server been reading.
+            self.client_closed.set()
+            raise
 
     def _recv(self) -> bytes:
         """The next bytes from the client; ``b""`` once it closed (or reset) the connection."""
