@@ -190,6 +190,33 @@ def test_a_revisit_tried_without_an_observation_waits_an_interval_and_a_lost_one
     state.land(host, release_op(lost))
     assert state.pages.get(tried, host).due == pytest.approx(released + 60.0, abs=1.0)
     assert state.pages.get(lost, host).due == pytest.approx(released, abs=1.0), "due at once"
+    # The allocator plans again from records it read before the release: a new interval counts
+    # from the try, not from the last observation (100 s ago), which would make it due at once.
+    state.land(host, interval_op(tried, 30.0))
+    record = state.pages.get(tried, host)
+    assert record.due == pytest.approx(released + 30.0, abs=1.0)
+    assert record.last_tried == pytest.approx(released, abs=1.0) and record.last_fetched == now - 100
+    state.land(host, interval_op(lost, 30.0))
+    assert state.pages.get(lost, host).due == pytest.approx(now - 70.0, abs=1.0), "never tried"
+
+
+def test_a_page_tried_before_its_first_interval_waits_the_interval_it_then_gets(
+        state: State) -> None:
+    """A popped page with no interval yet (left to the allocator) whose fetch landed nothing:
+    the interval the allocator gives it next counts from that try."""
+    host = "a.test"
+    now = state.server_time()
+    url = "http://a.test/new"
+    state.land(host, observe_op(url, full=True, time=now - 100, record_hash="ab" * 8))
+    state.land(host, trigger_op(url))  # no interval, no follow: not due
+    state.land(host, interval_op(url, 0.0, due_at=now - 1))  # due once, no interval
+    [item] = state.pop_all(order="d")
+    assert item.item == "p" + url
+    released = state.server_time()
+    state.land(host, release_op(url, attempted=True))
+    assert state.pages.get(url, host).due == 0, "unscheduled: left to the allocator"
+    state.land(host, interval_op(url, 20.0))
+    assert state.pages.get(url, host).due == pytest.approx(released + 20.0, abs=1.0)
 
 
 def test_a_due_sitemap_goes_before_revisits_its_host_is_behind_on(state: State) -> None:

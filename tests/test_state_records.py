@@ -51,7 +51,7 @@ def full_record() -> Record:
                   unchanged_seconds=1.5, exact_seconds=0.75,
                   bins=[(3, 1, 2.5), (10, 2, 70.0), (55, 1, 1e9), (0, 4, 3.0)], billed=123.5,
                   billed_n=5, last_interval=0.5, last_changed=1, type=300, tier=4, kind=1,
-                  follow=1, lastmod=2.0, lastmod_read=3.0, last304=5.0, hash=b"\x01" * 7 + b"\xff")
+                  follow=1, lastmod=2.0, lastmod_read=3.0, last_tried=5.0, hash=b"\x01" * 7 + b"\xff")
 
 
 def test_pack_and_unpack_keep_every_field_in_one_fixed_size() -> None:
@@ -103,7 +103,7 @@ def test_verdicts_times_validators_and_cost(pages: Pages) -> None:
     assert pages.pages.validators(URL, HOST) == (None, None)  # an answer without any
     page = pages.get()
     assert page is not None
-    assert (page.first_seen, page.last_fetched, page.last_change, page.last304) == (1000.0, 2800.0, 2700.0, 1700.0)
+    assert (page.first_seen, page.last_fetched, page.last_change, page.last_tried) == (1000.0, 2800.0, 2700.0, 0.0)
     assert (page.hash, page.type, page.fetches, page.not_modified) == (hash_bytes("bb" * 8), 3, 5, 1)
     assert (page.visits, page.changes, page.seconds, page.unchanged_seconds) == (4, 1, 1800.0, 800.0)
     assert (page.last_interval, page.last_changed) == (100.0, 0)

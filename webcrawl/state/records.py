@@ -56,7 +56,7 @@ FIELDS: tuple[tuple[str, str], ...] = (
                                                                (f"s{i}", "f"))),
     ("billed", "f"), ("billed_n", "I"), ("last_interval", "f"), ("last_changed", "B"),
     ("type", "H"), ("tier", "B"), ("kind", "B"), ("follow", "B"), ("lastmod", "t"),
-    ("lastmod_read", "t"), ("last304", "d"), ("hash", "8s"),
+    ("lastmod_read", "t"), ("last_tried", "d"), ("hash", "8s"),
 )
 _PY = {"t": "6s", "d": "d", "f": "f", "I": "I", "C": "H", "H": "H", "B": "B", "8s": "8s"}
 _LUA_LETTER = {"t": "i6", "d": "d", "f": "f", "I": "I4", "C": "H", "H": "H", "B": "B", "8s": "c8"}
@@ -95,7 +95,10 @@ class Record:
     follow: int = 0  # 1: a known change (listing, trusted sitemap date) makes the page due at once
     lastmod: float = 0.0
     lastmod_read: float = 0.0
-    last304: float = 0.0
+    #: The latest fetch of the page that landed no observation (an error answer, a redirect, a
+    #: 304 handed on to its verification): a new interval counts from it or from
+    #: ``last_fetched``, whichever is later.
+    last_tried: float = 0.0
     hash: bytes = b"\0" * 8
 
     @property

@@ -16,7 +16,8 @@
 --   A host ok retry_after base max half_life time -> streak, previous streak, hold seconds
 --   R url host attempted   -> '1' when a popped revisit that landed no observation is scheduled again:
 --                            due at its time (at once if past) if never tried, else an interval
---                            from now (an answer that lands nothing must not recur every turn)
+--                            from now, and a later interval counts from now too (an answer that
+--                            lands nothing must not recur every turn)
 --   F host at              -> next-allowed time pushed to at + delay (a fetch finished at server time at; now if later)
 --   D host seconds         -> the host's delay set (a Crawl-delay)
 --   V host event time earn_after ignore_limit lie_limit retry_seconds -> new state or ''
@@ -119,10 +120,7 @@ local function observe(url, host, kind, time, hash, set_v, etag, lm, ptype, tier
   if tier >= 0 then r.tier = tier end
   if pkind == 's' then r.kind = 1 end
   local verdict, interval = 'none', nil
-  if kind == 'n' then
-    r.not_modified = r.not_modified + 1
-    r.last304 = time
-  end
+  if kind == 'n' then r.not_modified = r.not_modified + 1 end
   if not raw then
     if kind == 'f' then
       verdict = 'new'
@@ -197,7 +195,9 @@ local function interval(url, host, iv, due_at, follow)
   r.follow = follow
   if r.due ~= -1 then
     local due = due_at
-    if not due and iv > 0 then due = r.last_fetched + iv end
+    -- From the page's latest try: a fetch that landed nothing still counts as a visit here,
+    -- so a new interval cannot make a page just tried due again at once.
+    if not due and iv > 0 then due = math.max(r.last_fetched, r.last_tried) + iv end
     reschedule(r, url, host, due)
   end
   redis.call('HSET', K.pages, url, rec_write(r))
@@ -325,6 +325,7 @@ local function release(url, host, attempted)
   r.due = 0
   local due = now
   if attempted then
+    r.last_tried = now
     due = nil  -- no interval yet: left to the allocator
     if r.iv > 0 then due = math.max(now + r.iv, NOT_BEFORE) end
   elseif r.iv > 0 then
