@@ -2,10 +2,17 @@
 
 ``python -m bench NAME --option ...``: options after one benchmark's name go to that
 benchmark's ``main(argv)``; benchmarks whose ``main()`` takes no arguments take no options.
+
+Before any benchmark, webcrawl's modules and the baseline project's are compiled to bytecode, as
+an installed package's are (``pip install`` compiles them; Scrapy's came that way). An editable
+install writes its bytecode at first import, except where ``PYTHONDONTWRITEBYTECODE`` is set:
+there every crawl process would compile about 150 modules from source, a tenth of a second of
+start-up that no installed copy pays.
 """
 
 from __future__ import annotations
 
+import compileall
 import importlib
 import inspect
 import pkgutil
@@ -28,6 +35,8 @@ def main(argv: list[str]) -> int:
         if name not in available:
             print(f"unknown benchmark {name!r}; available: {', '.join(available)}", file=sys.stderr)
             return 2
+    for folder in (here.parent / "webcrawl", here):
+        compileall.compile_dir(folder, quiet=1)
     for name in wanted:
         print(f"== {name}", flush=True)
         entry = importlib.import_module(f"bench.{name}").main
