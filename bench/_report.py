@@ -12,7 +12,10 @@ import time
 from pathlib import Path
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
-HEADER = "# Benchmarks\n\nEach section is written by the script named in it; rerun that command to refresh it.\n"
+HEADER = (
+    "# Benchmarks\n\nEach section is written by the script named in it; rerun that command to refresh it."
+    " `./run bench` first compiles webcrawl's modules and the baseline project's to bytecode, as an"
+    " installed package has them (Scrapy's came that way), so no crawl process compiles source.\n")
 
 
 def table(headers: list[str], rows: list[list[object]]) -> str:
