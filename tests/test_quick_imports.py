@@ -1,4 +1,5 @@
-"""webcrawl.net._imports: Scrapy's HTTP/1.1 handler imported without inspect.stack()'s cost, with
+"""webcrawl.net._imports: Scrapy's HTTP/1.1 handler imported without inspect.stack()'s and
+inspect.getmodule()'s cost, with
 the same result: its deprecated aliases keep their module names, and inspect is left as found."""
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ def test_the_handler_imports_with_the_aliases_named_as_scrapy_names_them() -> No
             calls.append(1)
             return original(*args, **kwargs)
         inspect.stack = counted
+        getmodule = inspect.getmodule
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             from webcrawl.net import handler
@@ -28,7 +30,7 @@ def test_the_handler_imports_with_the_aliases_named_as_scrapy_names_them() -> No
         print(contextfactory.ScrapyClientContextFactory.__module__,
               contextfactory.AcceptableProtocolsContextFactory.__module__,
               tls.ScrapyClientTLSOptions.__module__,
-              inspect.stack is counted, len(calls),
+              inspect.stack is counted and inspect.getmodule is getmodule, len(calls),
               any("parent module" in str(w.message) for w in caught),
               handler.GuardedDownloadHandler.__mro__[1].__name__)
     """)
