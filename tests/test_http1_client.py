@@ -291,16 +291,23 @@ def serve() -> Iterator[Callable[..., RawServer]]:
 # -- The resolver and the handler ----------------------------------------------------------------
 
 
-def settings_for(**overrides: Any) -> dict[str, Any]:
-    """webcrawl's project settings, the asyncio client, loopback allowed, and ``overrides``."""
+@pytest.fixture(scope="module")
+def settings_for(redis_server: Any) -> Callable[..., dict[str, Any]]:
+    """webcrawl's project settings, the asyncio client, loopback allowed, the tests' redis-server
+    (a crawler's components would otherwise start an embedded one in the working folder, and
+    nothing here closes a crawl to stop it), and ``overrides``."""
     values = {name: getattr(project_settings, name) for name in dir(project_settings)
               if name.isupper()}
-    return {**values, "WEBCRAWL_HTTP_CLIENT": "asyncio",
-            "WEBCRAWL_ALLOWED_PRIVATE_NETWORKS": LOOPBACK, **overrides}
+
+    def make(**overrides: Any) -> dict[str, Any]:
+        return {**values, "WEBCRAWL_HTTP_CLIENT": "asyncio", "WEBCRAWL_REDIS_URL": redis_server.url,
+                "WEBCRAWL_ALLOWED_PRIVATE_NETWORKS": LOOPBACK, **overrides}
+
+    return make
 
 
 @pytest.fixture(scope="module")
-def guard() -> Iterator[GuardedResolver]:
+def guard(settings_for: Callable[..., dict[str, Any]]) -> Iterator[GuardedResolver]:
     """webcrawl's GuardedResolver on the reactor, as TWISTED_DNS_RESOLVER installs it at a
     crawl's start, with an empty fallback allowance."""
     from twisted.internet import reactor
@@ -323,7 +330,8 @@ def guard() -> Iterator[GuardedResolver]:
 
 
 @pytest.fixture
-def make_handler(guard: GuardedResolver) -> Iterator[Callable[..., GuardedDownloadHandler]]:
+def make_handler(guard: GuardedResolver, settings_for: Callable[..., dict[str, Any]],
+                 ) -> Iterator[Callable[..., GuardedDownloadHandler]]:
     handlers: list[GuardedDownloadHandler] = []
 
     def make(**overrides: Any) -> GuardedDownloadHandler:
@@ -902,7 +910,7 @@ def test_verified_https_checks_the_chain_and_the_address(
 # -- 14. The setting -----------------------------------------------------------------------------
 
 
-def test_an_unknown_client_stops_the_handler_naming_the_setting(guard):
+def test_an_unknown_client_stops_the_handler_naming_the_setting(guard, settings_for):
     with pytest.raises(SettingError, match="WEBCRAWL_HTTP_CLIENT") as refused:
         GuardedDownloadHandler(get_crawler(Spider, settings_for(WEBCRAWL_HTTP_CLIENT="bogus")))
     assert "bogus" in str(refused.value)
@@ -913,7 +921,7 @@ def test_twisted_falls_back_to_scrapys_handler(make_handler, serve):
     assert handler.client is None
 
 
-def test_the_default_client_is_asyncio(guard):
+def test_the_default_client_is_asyncio(guard, settings_for):
     settings = settings_for()
     del settings["WEBCRAWL_HTTP_CLIENT"]
     handler = GuardedDownloadHandler(get_crawler(Spider, settings))
