@@ -9,7 +9,7 @@ from scrapy import Request
 from scrapy.http import HtmlResponse, Response
 from scrapy.utils.request import request_httprepr
 
-from webcrawl.wire import request_bytes, wire_bytes
+from webcrawl.wire import request_wire_bytes, wire_bytes
 
 
 @pytest.mark.parametrize("request_", [
@@ -21,8 +21,8 @@ from webcrawl.wire import request_bytes, wire_bytes
             headers={"X-One": ["1", "two"], "Content-Type": "application/x-www-form-urlencoded"}),
     Request("http://127.0.0.1:8080/", headers={"If-None-Match": '"v1"', "Accept": ""}),
 ], ids=["root", "no-path", "params-query", "idna", "post-headers", "address"])
-def test_request_bytes_is_the_length_of_scrapys_http_representation(request_: Request) -> None:
-    assert request_bytes(request_) == len(request_httprepr(request_))
+def test_request_wire_bytes_is_the_length_of_scrapys_http_representation(request_: Request) -> None:
+    assert request_wire_bytes(request_) == len(request_httprepr(request_))
 
 
 @pytest.mark.parametrize("response", [

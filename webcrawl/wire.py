@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from scrapy.http import Request, Response
     from scrapy.http.headers import Headers
 
-__all__ = ["request_bytes", "wire_bytes"]
+__all__ = ["request_wire_bytes", "wire_bytes"]
 
 
 def _header_bytes(headers: Headers) -> int:
@@ -31,7 +31,7 @@ def wire_bytes(response: Response) -> int:
     return size + _header_bytes(response.headers) + 2 + len(response.body)
 
 
-def request_bytes(request: Request) -> int:
+def request_wire_bytes(request: Request) -> int:
     """Bytes of the request as :func:`scrapy.utils.request.request_httprepr` writes it: request
     line, ``Host``, headers, blank line, body."""
     parts = urlparse_cached(request)

@@ -66,7 +66,7 @@ from webcrawl.items import PageItem
 from webcrawl.revisit import BillingModel
 from webcrawl.runtime import CrawlRuntime
 from webcrawl.state.hosts import attempt_op
-from webcrawl.wire import request_bytes, wire_bytes
+from webcrawl.wire import request_wire_bytes, wire_bytes
 
 if TYPE_CHECKING:
     from collections.abc import Collection
@@ -163,7 +163,7 @@ class CostHealthMiddleware:
     # -- Scrapy hooks ------------------------------------------------------------------------
 
     def process_response(self, request: Request, response: Response) -> Response:
-        wire = request_bytes(request) + wire_bytes(response)
+        wire = request_wire_bytes(request) + wire_bytes(response)
         failed = response.status in self.bad_statuses or response.status == 429 or response.status >= 500
         outcome = "failed" if failed else ("not_modified" if response.status == 304 else "full")
         bad = response.status in self.bad_statuses
@@ -180,7 +180,7 @@ class CostHealthMiddleware:
     def process_exception(self, request: Request, exception: BaseException) -> None:
         if not isinstance(exception, NETWORK_ERRORS):
             return  # IgnoreRequest and friends: nothing went over the wire
-        wire = 0 if isinstance(exception, NO_CONNECTION) else request_bytes(request)
+        wire = 0 if isinstance(exception, NO_CONNECTION) else request_wire_bytes(request)
         self._measure(request, "failed", wire)
         self._health(request, ok=False,
                      reason="timeout" if isinstance(exception, TIMEOUTS) else "connection",
