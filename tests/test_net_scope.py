@@ -62,3 +62,27 @@ def test_without_domains_every_host_is_in_scope_and_addresses_still_judged():
     refusal = gate.refusal(urlsplit("http://10.0.0.1/"))
     assert (refusal.family, refusal.reason, refusal.host) == ("ssrf", "private", "10.0.0.1")
     assert gate.refusal(urlsplit("http://169.254.169.254/")).reason == "metadata"
+
+
+def test_a_remembered_decision_follows_a_wider_allowance_and_a_new_scope():
+    policy = AddressPolicy()
+    gate = ConnectGate(policy)
+    url = urlsplit("http://10.0.0.7:8080/a")
+    assert gate.refusal(url).reason == "private"
+    assert gate.refusal(urlsplit("http://10.0.0.7:8080/b")).reason == "private"  # remembered
+    policy.allow(["10.0.0.0/8"])
+    assert gate.refusal(url) is None  # the allowance changed: judged again
+    gate.scope = Scope(["shop.example"])
+    assert gate.refusal(url).reason == "offsite"
+    gate.scope = Scope(["10.0.0.7"])
+    assert gate.refusal(url) is None
+
+
+def test_the_memory_is_bounded():
+    from webcrawl.net import scope as scope_module
+
+    gate = ConnectGate(AddressPolicy(["127.0.0.0/8"]))
+    for i in range(scope_module.MEMO_SIZE + 10):
+        assert gate.refusal(urlsplit(f"http://127.0.{i // 250}.{i % 250 + 1}/")) is None
+    assert len(gate._memo) <= scope_module.MEMO_SIZE
+    assert gate.refusal(urlsplit("http://10.1.2.3/")).reason == "private"

@@ -11,6 +11,7 @@ server's clock.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
@@ -94,6 +95,43 @@ def test_round_trip_keeps_every_field(make: Make, cycle: Cycle) -> None:
     assert request.callback == h.spider.parse_item and request.errback == h.spider.on_error
     assert type(request) is scrapy.Request
     assert isinstance(form, scrapy.FormRequest) and form.body == b"a=b"
+
+
+def test_a_pop_of_this_processs_own_push_hands_back_the_same_request(make: Make) -> None:
+    h = make()
+    original = scrapy.Request("http://a.test/kept", meta={"k": (1, 2)}, priority=3)
+    assert h.enqueue(original) == [True]
+    h.runtime.flush()
+    other = make()  # another process of the crawl pops it: read from the JSON
+    popped = other.take_when_ready()
+    assert popped is not original and popped.url == "http://a.test/kept"
+    assert popped.meta["k"] == [1, 2] and popped.priority == 3
+    own = scrapy.Request("http://b.test/own")
+    h.enqueue(own)
+    got = h.take_when_ready()
+    assert got is own and got.meta[M.LEASE]
+    # Handed back, no longer kept; the one the other process took stays until pushed out.
+    assert [json.loads(p)["url"] for p in h.scheduler._kept] == ["http://a.test/kept"]
+
+
+def test_only_the_last_pushed_requests_are_kept_and_never_refused_ones(
+        make: Make, monkeypatch: pytest.MonkeyPatch) -> None:
+    import webcrawl.scheduler as scheduler_module
+
+    monkeypatch.setattr(scheduler_module, "KEPT_REQUESTS", 2)
+    first, second = make(), make()
+    requests = [scrapy.Request(f"http://a.test/{i}") for i in range(4)]
+    first.enqueue(*requests)
+    assert [r.url for r in first.scheduler._kept.values()] == ["http://a.test/2", "http://a.test/3"]
+    first.runtime.flush()
+    # The shared filter refuses what the other process pushed already: nothing will pop it.
+    second.enqueue(scrapy.Request("http://a.test/0"), scrapy.Request("http://a.test/new"))
+    second.runtime.flush()
+    wait(lambda: len(second.scheduler._kept) == 1, 5, "the refused push to be forgotten")
+    got = {r.url: r for r in first.drain()}
+    assert sorted(got) == ["http://a.test/0", "http://a.test/1", "http://a.test/2",
+                           "http://a.test/3", "http://a.test/new"]
+    assert got["http://a.test/3"] is requests[3] and got["http://a.test/0"] is not requests[0]
 
 
 def test_priority_order_then_fifo(make: Make, cycle: Cycle) -> None:

@@ -36,3 +36,29 @@ def test_wire_bytes_counts_status_line_headers_and_body(response: Response) -> N
     head = f"HTTP/1.1 {response.status} {responses.get(response.status, '')}\r\n".encode()
     headers = b"".join(k + b": " + v + b"\r\n" for k, vs in response.headers.items() for v in vs)
     assert wire_bytes(response) == len(head + headers + b"\r\n" + response.body)
+
+
+def test_the_downloader_stats_count_what_scrapys_count() -> None:
+    from scrapy.downloadermiddlewares.stats import DownloaderStats as Scrapys
+    from scrapy.settings import Settings
+    from scrapy.utils.test import get_crawler
+
+    from webcrawl import settings as webcrawl_settings
+    from webcrawl.middlewares.stats import DownloaderStats
+
+    requests = [Request("http://example.test/"), Request("http://bücher.example/ä?ö=1"),
+                Request("http://example.test/x", method="POST", body=b"a=1",
+                        headers={"X-One": ["1", "two"]})]
+    counted = []
+    for cls in (Scrapys, DownloaderStats):
+        crawler = get_crawler()
+        crawler.stats.open_spider()
+        middleware = cls.from_crawler(crawler)
+        for request in requests:
+            middleware.process_request(request)
+        counted.append(crawler.stats.get_stats())
+    assert counted[0] == counted[1] and counted[1]["downloader/request_bytes"] > 0
+    chosen = Settings(); chosen.setmodule(webcrawl_settings)
+    middlewares = chosen.getdict("DOWNLOADER_MIDDLEWARES")
+    assert middlewares["scrapy.downloadermiddlewares.stats.DownloaderStats"] is None
+    assert middlewares["webcrawl.middlewares.stats.DownloaderStats"] == 850

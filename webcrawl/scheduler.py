@@ -6,7 +6,10 @@ Contract (:mod:`webcrawl.state.queue` holds the Redis side):
   (a URL once seen stays seen, so that cache is never stale), serialises the request as JSON and
   adds it to the turn's write batch; the batch reaches Redis once per reactor turn, where the
   shared seen filter decides, atomically, which URLs are new. A request that cannot be serialised
-  is logged once, counted (``scheduler/unserializable``) and dropped.
+  is logged once, counted (``scheduler/unserializable``) and dropped. The request itself is kept
+  in memory by its payload (the last ``KEPT_REQUESTS``), so a pop of this process's own work
+  hands the same object back instead of building it again from the JSON; another process's
+  work, or a request popped a second time, is read from the JSON.
 - ``next_request`` pops, in one atomic step per shard, the work of the hosts whose turn came
   first: a queued request, or a known page whose revisit is due (the allocator sets due times,
   :mod:`webcrawl.extensions.allocator`); the host's next-allowed time becomes now + its delay by
@@ -34,7 +37,8 @@ from __future__ import annotations
 
 import logging
 import math
-from collections import deque
+from collections import OrderedDict, deque
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import scrapy
@@ -66,6 +70,8 @@ logger = logging.getLogger(__name__)
 TICK_SECONDS = 0.25
 #: Most items one pop takes (one per host turn; a host with no delay may give several).
 POP_BATCH = 16
+#: Most pushed requests kept in memory to be handed back when popped (module docstring).
+KEPT_REQUESTS = 4096
 #: Longest the scheduler goes without looking at the whole crawl's queues (other processes'
 #: work, revisits made due); its own pops and pushes keep its view current in between.
 LOOK_SECONDS = 1.0
@@ -103,6 +109,7 @@ class ReadyQueueScheduler(BaseScheduler):
         self.spider: Spider | None = None
         self._offsets = runtime.bloom.offsets_function()
         self._seen_local: set[int] = set()
+        self._kept: OrderedDict[str, Request] = OrderedDict()
         self._buffer: deque[PoppedItem] = deque()
         self._inflight: dict[str, tuple[Request, PoppedItem]] = {}
         self._earliest: list[float] = [-math.inf] * runtime.layout.shards
@@ -259,9 +266,14 @@ class ReadyQueueScheduler(BaseScheduler):
         except UnserializableRequest as exc:
             self._unserializable(request, exc)
             return False
+        kept = self._kept
+        kept[payload] = request
+        if len(kept) > KEPT_REQUESTS:
+            kept.popitem(last=False)
         runtime = self.runtime
         host = urlparse_cached(request).hostname or "-"
-        runtime.batch.push(Entry(host, request.priority, payload, offsets), self._push_status)
+        runtime.batch.push(Entry(host, request.priority, payload, offsets),
+                           partial(self._push_status, payload))
         # Until the batch goes, that shard may have new work: a pop there carries the push.
         self._unsent_pushes.add(runtime.layout.shard_index(host) if self._sharded else 0)
         return True
@@ -482,6 +494,9 @@ class ReadyQueueScheduler(BaseScheduler):
 
     def _request_for(self, item: PoppedItem) -> Request | None:
         if item.kind == "n":
+            request = self._kept.pop(item.item, None)
+            if request is not None:
+                return request
             try:
                 return decode(item.item, self.spider)
             except Exception:
@@ -522,7 +537,9 @@ class ReadyQueueScheduler(BaseScheduler):
             self._seen_local.clear()
         self._seen_local.update(keys)
 
-    def _push_status(self, status: int) -> None:
+    def _push_status(self, payload: str, status: int) -> None:
+        if status in (FILTERED, EXCLUDED):
+            self._kept.pop(payload, None)  # never queued: nothing will pop it
         if status == FILTERED:
             self.stats.inc_value("dupefilter/filtered")
             self.stats.inc_value("dupefilter/filtered/bloom")

@@ -53,6 +53,9 @@ DOWNLOADER_MIDDLEWARES = {
     "webcrawl.middlewares.conditional.ConditionalRequestMiddleware": 650,
     # Above Retry (550), Redirect (600) and conditional (650): sees every attempt's cost.
     "webcrawl.middlewares.cost.CostHealthMiddleware": 660,
+    # Scrapy's stats, the request's size summed instead of its text built, at Scrapy's order.
+    "scrapy.downloadermiddlewares.stats.DownloaderStats": None,
+    "webcrawl.middlewares.stats.DownloaderStats": 850,
     # Last before the downloader: each request to a host the host's delay after the previous one
     # (a stalled reactor cannot send two at once); a slow response cannot hold its host.
     "webcrawl.middlewares.spacing.HostSpacingMiddleware": 950,

@@ -82,16 +82,43 @@ def origin(parts: SplitResult) -> tuple[str, str, int] | None:
     return parts.scheme, parts.hostname.lower(), default if port is None else port
 
 
+#: How many origins a gate remembers its decision for; it forgets them all when full.
+MEMO_SIZE = 4096
+_UNKNOWN = object()
+
+
 class ConnectGate:
-    """One crawler's decision on where it may connect (see the module docstring)."""
+    """One crawler's decision on where it may connect (see the module docstring).
+
+    The decision depends on the URL's scheme and netloc only, so it is remembered per
+    ``(scheme, netloc)`` while the scope and the policy's allowance stay the objects they were
+    (assigning a new scope, or the policy allowing more networks, starts afresh)."""
 
     def __init__(self, policy: AddressPolicy, scope: Scope | None = None) -> None:
         self.policy = policy
         self.scope = scope or Scope()
+        self._memo: dict[tuple[str, str], Refusal | None] = {}
+        self._memo_for: tuple[object, object] = (None, None)
 
     def refusal(self, parts: SplitResult) -> Refusal | None:
         """Why the URL ``parts`` may not be fetched, or ``None`` when it may (names still get
         their addresses judged when connecting)."""
+        key = (parts.scheme, parts.netloc)
+        memo_for = self._memo_for
+        if memo_for[0] is self.scope and memo_for[1] is self.policy.allowed:
+            found = self._memo.get(key, _UNKNOWN)
+            if found is not _UNKNOWN:
+                return found  # type: ignore[return-value]
+        else:
+            self._memo.clear()
+            self._memo_for = (self.scope, self.policy.allowed)
+        if len(self._memo) >= MEMO_SIZE:
+            self._memo.clear()
+        decided = self._judge(parts)
+        self._memo[key] = decided
+        return decided
+
+    def _judge(self, parts: SplitResult) -> Refusal | None:
         if parts.scheme not in SCHEMES:
             return Refusal("ssrf", "scheme", parts.scheme)
         found = origin(parts)

@@ -18,6 +18,7 @@ before or around Protego, rather than by patching it:
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from urllib.parse import quote, urlsplit
 
 # Google's parser keeps at most 2083 * 8 - 1 bytes of a line (robots.cc, kMaxLineLen).
@@ -44,6 +45,7 @@ _ESCAPE = re.compile(r"%([0-9A-Fa-f]{2})")
 _SAFE = "/?#[]@!$&'()*+,;=:-._~%"
 
 
+@lru_cache(maxsize=64)  # asked for every request, of the crawl's one or two user agents
 def product_token(value: str) -> str:
     """The product token a user-agent value starts with, lower-cased; ``*`` for the wildcard;
     ``""`` when the value starts with neither."""
