@@ -120,3 +120,24 @@ def test_a_crawl_reads_a_stale_host_with_its_next_send_behind(
         run(scenario())
     finally:
         runtime.close()
+
+
+def test_an_estimate_of_a_host_never_read_does_not_wait_for_redis(redis_url: str) -> None:
+    hosts, trips, layout, client = _store(redis_url)
+    shard = layout.shard("new.example")
+    client.hset(shard.health, "new.example", _HEALTH.pack(1.0, 2.0, 3.0, 4, 5.0))
+    client.hset(shard.delay, "new.example", "7")
+    due: list[int] = []
+    hosts.due_now = lambda: due.append(hosts.due)
+    before = trips.count
+    assert hosts.health("new.example", wait=False) == DomainHealth()  # healthy until read
+    assert hosts.health("new.example", wait=False) == DomainHealth()
+    assert trips.count == before and due == [1], "due once, read behind, no round trip now"
+    [host] = hosts.take_due()
+    pipe = client.pipeline(transaction=False)
+    hosts.refresh_build([host])(pipe)
+    hosts.refreshed([host], pipe.execute())
+    assert hosts.health("new.example", wait=False) == DomainHealth(1.0, 2.0, 3.0, 4, 5.0)
+    assert hosts.delay("new.example") == 7.0 and trips.count == before + 1  # the read behind
+    # Where a request needs the answer, a host never read is still read at once.
+    assert hosts.health("other.example") == DomainHealth() and trips.count == before + 2

@@ -423,3 +423,25 @@ def test_a_fetch_for_a_popped_request_goes_in_that_requests_turn():
     _drive(mw.process_request(Request("http://b.example/x")))
     assert [(r.url, r.meta[M.TURN_TAKEN]) for r in fetched] == [
         ("http://a.example:80/robots.txt", True), ("http://b.example:80/robots.txt", False)]
+
+
+def test_a_miss_looks_in_redis_once_before_fetching(redis_url):
+    """The origin is looked up (this process, then Redis) once; the fetch follows at once."""
+    from scrapy.http import Response
+
+    from webcrawl.state.client import connect
+
+    client, trips, _ = connect(redis_url, retries=False)
+    fetched = []
+
+    async def download(request: Request) -> Response:
+        fetched.append((request.url, trips.count))
+        return Response(request.url, status=200, body=b"User-agent: *\nAllow: /\n")
+
+    cache = RobotsCache(client)
+    cache.store.delete("http://once.example:80")
+    mw = build(cache, download=download)
+    before = trips.count
+    _drive(mw.process_request(Request("http://once.example/a")))
+    assert fetched == [("http://once.example:80/robots.txt", before + 1)]
+    assert trips.count == before + 2  # the lookup, then the answer stored for other processes

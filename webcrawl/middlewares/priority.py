@@ -19,7 +19,8 @@ new: seeds, links, sitemap entries (URLs the seen filter has not met) and sitema
   robots.txt, then sitemaps, then pages.
 
 No Redis round trip per request: published costs and host health are read at most every few
-seconds. Place it at 40 in ``SPIDER_MIDDLEWARES``, after Scrapy's depth, URL-length and referer
+seconds, and a host this process has not read yet counts as healthy until its read, sent behind
+the reactor, answers. Place it at 40 in ``SPIDER_MIDDLEWARES``, after Scrapy's depth, URL-length and referer
 middlewares, so what they drop is not scored.
 
 Stats: ``webcrawl/priority/requests`` and ``webcrawl/priority/requests/{purpose}``.
@@ -113,7 +114,10 @@ class PriorityMiddleware(BaseSpiderMiddleware):
         penalty = settings.getfloat("WEBCRAWL_HEALTH_PENALTY", 4.0)
 
         def health(host: str) -> float:
-            return 1.0 + penalty * runtime.hosts.health(host).bad_rate(runtime.clock.time(), half_life)
+            # A host this process never read scores as healthy while its read goes behind: a
+            # round trip for each new host of a page's links held the reactor on wide crawls.
+            known = runtime.hosts.health(host, wait=False)
+            return 1.0 + penalty * known.bad_rate(runtime.clock.time(), half_life)
 
         return cls(crawler.stats, site=runtime.site, prior=configured_prior(settings),
                    default_cost=runtime.default_cost(), published=runtime.published, health=health)

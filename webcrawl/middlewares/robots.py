@@ -179,7 +179,8 @@ class RobotsMiddleware:
 
     async def _policy_for(self, origin: str, request: Request) -> RobotsPolicy | None:
         """Wait for the origin's answer, fetching it unless another request already is; None
-        when the crawl is stopping and no answer came."""
+        when the crawl is stopping and no answer came. The caller has just looked in the cache
+        (this process's and Redis's) and found nothing: no second look here."""
         pending = self._pending.get(origin)
         if pending is not None:
             return await maybe_deferred_to_future(_follow(pending))
@@ -187,19 +188,14 @@ class RobotsMiddleware:
         # What waiting requests get if this fetch dies (cancelled, Redis down): "unreachable".
         policy: RobotsPolicy | None = RobotsPolicy.disallow_all()
         try:
-            # Another process may have fetched it meanwhile (the LRU missed, Redis may not).
-            cached = self.cache.get(origin)
-            if cached is None:
-                verdict = await self._fetch(origin, turn_taken=M.LEASE in request.meta)
-                if verdict is None:
-                    policy = None
-                    return None
-                self.cache.put(origin, verdict)
-                policy = verdict.policy
-                if self.sitemaps is not None and policy.sitemaps():
-                    self.sitemaps(origin, policy.sitemaps())
-            else:
-                policy = cached
+            verdict = await self._fetch(origin, turn_taken=M.LEASE in request.meta)
+            if verdict is None:
+                policy = None
+                return None
+            self.cache.put(origin, verdict)
+            policy = verdict.policy
+            if self.sitemaps is not None and policy.sitemaps():
+                self.sitemaps(origin, policy.sitemaps())
             # The delay is known before any request that waited goes on.
             self._report_crawl_delay(origin, policy, request)
         finally:

@@ -163,19 +163,21 @@ class HostStore:
             return None
         return self._store(host, replies)
 
-    def _cached(self, cache: TimedCache, host: str, index: int, default: Any) -> Any:
+    def _cached(self, cache: TimedCache, host: str, index: int, default: Any, *,
+                wait: bool = True) -> Any:
         """``host``'s value in ``cache`` (index ``index`` of a refresh): fresh, else the stale
-        one while a read goes behind (see ``due_now``), else read now."""
+        one while a read goes behind (see ``due_now``), else read now. ``wait=False``: a host
+        never read is answered ``default`` while its read goes behind too."""
         cached = cache.get(host)
         if cached is not None:
             return cached
         if self.due_now is not None:
             stale = cache.stale(host, _UNANSWERED)
-            if stale is not _UNANSWERED:
+            if stale is not _UNANSWERED or not wait:
                 if host not in self._due and host not in self._reading:
                     self._due[host] = None
                     self.due_now()
-                return stale
+                return default if stale is _UNANSWERED else stale
         read = self._refresh(host)
         return read[index] if read is not None else cache.stale(host, default)
 
@@ -256,8 +258,10 @@ class HostStore:
             return -math.inf
         return until
 
-    def health(self, host: str) -> DomainHealth:
-        return self._cached(self._health, host, 1, DomainHealth())
+    def health(self, host: str, *, wait: bool = True) -> DomainHealth:
+        """``wait=False``: a host this process never read is taken as healthy while its read
+        goes behind (for estimates, such as a discovered link's expected cost)."""
+        return self._cached(self._health, host, 1, DomainHealth(), wait=wait)
 
     def validators(self, host: str) -> ValidatorTrust:
         return self._cached(self._validators, host, 2, ValidatorTrust())
