@@ -5,7 +5,9 @@ A generated site of 500 hosts x 20 small pages (``bench/_polite_site.py``; hosts
 (``bench/_polite_server.py``), is crawled whole by ``scrapy crawl <site>`` (webcrawl's settings,
 whole stack, a site file with ``min_delay_seconds`` = 1) from one process, then from two processes
 sharing the crawl (same ``WEBCRAWL_CRAWL_NAME``, one redis-server started here, started together).
-The order alternates every round.
+For reference, the crawl a Scrapy user would write: vanilla Scrapy's CrawlSpider (``bench/vanilla/``)
+with every host's ``/`` as a seed, ``DOWNLOAD_DELAY`` = the delay with no jitter, and webcrawl's
+``CONCURRENT_REQUESTS``. The order alternates every round.
 
 Reported per crawl, from the server's log (``bench/_polite_judge.py``): utilisation = achieved
 request rate / (hosts / delay) over the busy period, gaps between two requests to one host under
@@ -15,7 +17,8 @@ the delay (must be 0) and the shortest gap; completeness; and CPU per page of th
 ``./run bench polite``. Environment: ``BENCH_POLITE_ROUNDS`` (2), ``BENCH_POLITE_HOSTS`` (500),
 ``BENCH_POLITE_PAGES`` (20), ``BENCH_POLITE_DELAY`` (1.0), ``BENCH_POLITE_WRITE`` (1; 0 leaves
 docs/benchmarks.md alone), ``BENCH_POLITE_KEEP`` (0; 1 keeps the crawl logs),
-``BENCH_POLITE_WEBCRAWL_SETTINGS`` (``NAME=value ...`` added to every crawl, for A/B runs).
+``BENCH_POLITE_WEBCRAWL_SETTINGS`` (``NAME=value ...`` added to every webcrawl crawl, for A/B
+runs), ``BENCH_POLITE_VANILLA`` (1; 0 skips the vanilla Scrapy reference).
 """
 
 from __future__ import annotations
@@ -45,6 +48,10 @@ SITE = "polite-bench"
 TARGET = 0.95
 
 
+WEBCRAWL_CONCURRENCY = 128  # webcrawl.settings' CONCURRENT_REQUESTS, given to vanilla Scrapy too
+VANILLA = "vanilla Scrapy, 1"
+
+
 @dataclass
 class Outcome:
     processes: int
@@ -52,6 +59,11 @@ class Outcome:
     crawls: list[Crawl]
     redis_cpu: float
     server_cpu: float
+    contender: str = "webcrawl"
+
+    @property
+    def label(self) -> str:
+        return VANILLA if self.contender != "webcrawl" else f"webcrawl, {self.processes}"
 
     def problems(self) -> list[str]:
         """Exit statuses and the first ERROR line of each process that had any."""
@@ -70,9 +82,10 @@ class Outcome:
     def row(self, round_: int) -> list[object]:
         v = self.verdict
         errors = sum(int(c.stat("log_count/ERROR")) for c in self.crawls)
-        return [self.processes, round_ + 1, f"{v.pages} of {v.reachable} ({v.requests} requests)",
+        return [self.label, round_ + 1, f"{v.pages} of {v.reachable} ({v.requests} requests)",
                 v.busy, v.rate, v.utilisation, f"{v.short_gaps} of {v.gaps}", v.shortest * 1000,
-                1000 * sum(c.cpu for c in self.crawls) / self.pages, 1000 * self.redis_cpu / self.pages,
+                1000 * sum(c.cpu for c in self.crawls) / self.pages,
+                1000 * self.redis_cpu / self.pages if self.contender == "webcrawl" else "-",
                 " / ".join(str(int(c.stat("downloader/response_count"))) for c in self.crawls),
                 " / ".join(str(c.returncode) for c in self.crawls), errors]
 
@@ -97,27 +110,49 @@ def crawl(processes: int, site: PoliteSite, server: ServerProcess, redis: BenchR
                    cpu_seconds(server.pid) - server0)
 
 
+def crawl_vanilla(site: PoliteSite, server: ServerProcess, folder: Path, delay: float,
+                  tag: str) -> Outcome:
+    """The baseline project's CrawlSpider over every host, Scrapy's own per-slot delay."""
+    offset = len(server.log())
+    server0 = cpu_seconds(server.pid)
+    seeds = ",".join(site.url(h, 0) for h in range(len(site.hosts)))
+    settings = {"DOWNLOAD_DELAY": delay, "DOWNLOAD_DELAY_JITTER": 0,
+                "CONCURRENT_REQUESTS": WEBCRAWL_CONCURRENCY}
+    child = Child(scrapy_command("docs", settings, {"seeds": seeds, "prefix": "/"}),
+                  project_env("vanilla"), folder / "cwd", f"{tag}-vanilla.log")
+    crawled = child.wait(1800)
+    verdict = judge(server.log()[offset:], len(site.hosts), delay, site.reachable())
+    return Outcome(1, verdict, [crawled], 0.0, cpu_seconds(server.pid) - server0, "vanilla")
+
+
 def main() -> None:
     rounds = int(os.environ.get("BENCH_POLITE_ROUNDS", "2"))
     hosts = int(os.environ.get("BENCH_POLITE_HOSTS", "500"))
     pages = int(os.environ.get("BENCH_POLITE_PAGES", "20"))
     delay = float(os.environ.get("BENCH_POLITE_DELAY", "1.0"))
+    vanilla = os.environ.get("BENCH_POLITE_VANILLA", "1") == "1"
     folder = Path(tempfile.mkdtemp(prefix="bench-polite-"))
     for sub in ("sites", "cwd"):
         (folder / sub).mkdir()
     redis = BenchRedis(folder)
-    outcomes: dict[int, list[Outcome]] = {1: [], 2: []}
+    outcomes: dict[str, list[Outcome]] = {"webcrawl, 1": [], "webcrawl, 2": [], VANILLA: []}
     try:
         with ServerProcess(hosts, pages, folder / "server.log") as server:
             site = PoliteSite(hosts, pages)
             site.bind(server.port, render=False)
             (folder / "sites" / f"{SITE}.toml").write_text(site.site_file(SITE, delay))
             for r in range(rounds):
-                for n in ((1, 2) if r % 2 == 0 else (2, 1)):
-                    outcome = crawl(n, site, server, redis, folder, delay, f"r{r}-p{n}")
-                    outcomes[n].append(outcome)
+                order: list[int] = [1, 2, 0] if r % 2 == 0 else [0, 2, 1]  # 0: vanilla Scrapy
+                if not vanilla:
+                    order.remove(0)
+                for n in order:
+                    if n == 0:
+                        outcome = crawl_vanilla(site, server, folder, delay, f"r{r}")
+                    else:
+                        outcome = crawl(n, site, server, redis, folder, delay, f"r{r}-p{n}")
+                    outcomes[outcome.label].append(outcome)
                     v = outcome.verdict
-                    print(f"round {r + 1}/{rounds}, {n} process(es): utilisation {v.utilisation:.3f}, "
+                    print(f"round {r + 1}/{rounds}, {outcome.label} process(es): utilisation {v.utilisation:.3f}, "
                           f"{v.short_gaps} gaps < {delay} s (shortest {v.shortest * 1000:.0f} ms), "
                           f"{v.pages} of {v.reachable} pages in {v.busy:.1f} s, exit "
                           f"{[c.returncode for c in outcome.crawls]}", flush=True)
@@ -134,12 +169,14 @@ def main() -> None:
                       reproduce("polite"), body)
 
 
-def report(outcomes: dict[int, list[Outcome]], hosts: int, pages: int, delay: float,
+def report(outcomes: dict[str, list[Outcome]], hosts: int, pages: int, delay: float,
            rounds: int) -> str:
     rows = [o.row(i) for n in outcomes for i, o in enumerate(outcomes[n])]
-    summary = [[n, statistics.median(o.verdict.utilisation for o in os_), f">= {TARGET}",
-                sum(o.verdict.short_gaps for o in os_), "0",
-                statistics.median(1000 * o.redis_cpu / o.pages for o in os_)]
+    summary = [[n, statistics.median(o.verdict.utilisation for o in os_),
+                f">= {TARGET}" if n != VANILLA else "-",
+                sum(o.verdict.short_gaps for o in os_), "0" if n != VANILLA else "-",
+                statistics.median(1000 * sum(c.cpu for c in o.crawls) / o.pages for o in os_),
+                statistics.median(1000 * o.redis_cpu / o.pages for o in os_) if n != VANILLA else "-"]
                for n, os_ in outcomes.items() if os_]
     problems = [f"- {n} process(es), round {i + 1}: {p}" for n in outcomes
                 for i, o in enumerate(outcomes[n]) for p in o.problems()]
@@ -147,11 +184,11 @@ def report(outcomes: dict[int, list[Outcome]], hosts: int, pages: int, delay: fl
                                   for os_ in outcomes.values() for o in os_)
     return "\n\n".join([
         f"{hosts} hosts x {pages} pages (2-6 KB; {hosts_network(hosts)}), delay {delay:g} s per "
-        f"host: the bound is {hosts / delay:g} requests/s. {rounds} round(s), 1 and 2 processes "
-        "alternating.",
-        table(["processes", "median utilisation", "target", "gaps < delay, all rounds", "target",
-               "redis-server CPU ms / page"], summary),
-        table(["processes", "round", "pages fetched", "busy s", "requests/s", "utilisation",
+        f"host: the bound is {hosts / delay:g} requests/s. {rounds} round(s): webcrawl with 1 "
+        "and 2 processes, and vanilla Scrapy for reference, the order alternating.",
+        table(["crawler, processes", "median utilisation", "target", "gaps < delay, all rounds",
+               "target", "crawl CPU ms / page", "redis-server CPU ms / page"], summary),
+        table(["crawler, processes", "round", "pages fetched", "busy s", "requests/s", "utilisation",
                f"gaps < {delay:g} s", "shortest gap ms", "crawl CPU ms / page",
                "redis-server CPU ms / page", "responses per process", "exit", "ERROR lines"], rows),
         *(["Problems:\n" + "\n".join(problems)] if problems else []),
@@ -161,7 +198,10 @@ def report(outcomes: dict[int, list[Outcome]], hosts: int, pages: int, delay: fl
         "hosts' network allowed; `WEBCRAWL_REDIS_URL` on one redis-server started here (unix "
         "socket, append-only file with fsync every second, as the embedded one), flushed before "
         "each crawl; two processes share the crawl name, start together and have a data folder "
-        "each (as on two machines: a body store takes one writer). The "
+        "each (as on two machines: a body store takes one writer). Vanilla Scrapy, for "
+        "reference: `scrapy crawl docs` of `bench/vanilla/` (Scrapy's defaults, robots.txt "
+        f"obeyed), every host's `/` a seed, `DOWNLOAD_DELAY = {delay:g}`, `DOWNLOAD_DELAY_JITTER "
+        f"= 0`, `CONCURRENT_REQUESTS = {WEBCRAWL_CONCURRENCY}` as webcrawl's; no Redis. The "
         "server (one asyncio process, `bench/_polite_server.py`) stamps each request with "
         "CLOCK_MONOTONIC when its bytes reach the loop; utilisation and gaps come from those "
         "stamps, robots.txt requests included (`bench/_polite_judge.py`). The server used "
