@@ -20,8 +20,8 @@ new: seeds, links, sitemap entries (URLs the seen filter has not met) and sitema
 
 No Redis round trip per request: published costs and host health are read at most every few
 seconds, and a host this process has not read yet counts as healthy until its read, sent behind
-the reactor, answers. Place it at 40 in ``SPIDER_MIDDLEWARES``, after Scrapy's depth, URL-length and referer
-middlewares, so what they drop is not scored.
+the reactor, answers. Place it at 40 in ``SPIDER_MIDDLEWARES``, after Scrapy's depth, URL-length
+and referer middlewares, so what they drop is not scored.
 
 Stats: ``webcrawl/priority/requests`` and ``webcrawl/priority/requests/{purpose}``.
 """

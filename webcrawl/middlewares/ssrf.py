@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import logging
 import urllib.request
-from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from scrapy import signals
@@ -73,11 +72,6 @@ CHECKED_HANDLERS = ("scrapy.core.downloader.handlers.http11.HTTP11DownloadHandle
                     "scrapy.core.downloader.handlers.http2.H2DownloadHandler")
 _ACCEPT = ("set WEBCRAWL_SSRF_ACCEPT_UNCHECKED = True to accept that risk, or "
            "WEBCRAWL_SSRF_ENABLED = False to turn the guard off")
-
-
-@lru_cache(maxsize=4096)
-def _is_literal(host: str) -> bool:
-    return literal_address(host) is not None
 
 
 def _importable(path: str) -> type:
@@ -196,7 +190,7 @@ class SSRFGuardMiddleware:
                 self._refuse_offsite(request, refusal.host)
             self._refuse(request, refusal.reason, refusal.host)
         host = parts.hostname or ""
-        if guard is None or _is_literal(host):
+        if guard is None or literal_address(host) is not None:
             return
         refusal_seen = guard.recent_refusal(host)
         if refusal_seen is not None:

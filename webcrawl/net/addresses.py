@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import Iterable
+from functools import lru_cache
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -158,6 +159,7 @@ def common_networks(one: Iterable[IPNetwork], other: Iterable[IPNetwork]) -> tup
     return tuple(dict.fromkeys(common))
 
 
+@lru_cache(maxsize=4096)  # asked for every request and hop: a name fails two parses each time
 def literal_address(host: str) -> IPAddress | None:
     """The IP address a URL host spells literally (``[::1]`` too), or None for a name."""
     host = host.strip("[]")
