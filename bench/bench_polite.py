@@ -7,7 +7,10 @@ whole stack, a site file with ``min_delay_seconds`` = 1) from one process, then 
 sharing the crawl (same ``WEBCRAWL_CRAWL_NAME``, one redis-server started here, started together).
 For reference, the crawl a Scrapy user would write: vanilla Scrapy's CrawlSpider (``bench/vanilla/``)
 with every host's ``/`` as a seed, ``DOWNLOAD_DELAY`` = the delay with no jitter, and webcrawl's
-``CONCURRENT_REQUESTS``. The order alternates every round.
+``CONCURRENT_REQUESTS``. And the floor under any Scrapy crawler on this machine: vanilla Scrapy
+fetching every page of the site from a list with no delay, no robots.txt and no parsing (the
+``fetch`` spider, two connections per host as webcrawl's), whose rate over the bound says how
+close to it Scrapy's own per-request work lets one process get. The order alternates every round.
 
 Reported per crawl, from the server's log (``bench/_polite_judge.py``): utilisation = achieved
 request rate / (hosts / delay) over the busy period, gaps between two requests to one host under
@@ -18,7 +21,7 @@ the delay (must be 0) and the shortest gap; completeness; and CPU per page of th
 ``BENCH_POLITE_PAGES`` (20), ``BENCH_POLITE_DELAY`` (1.0), ``BENCH_POLITE_WRITE`` (1; 0 leaves
 docs/benchmarks.md alone), ``BENCH_POLITE_KEEP`` (0; 1 keeps the crawl logs),
 ``BENCH_POLITE_WEBCRAWL_SETTINGS`` (``NAME=value ...`` added to every webcrawl crawl, for A/B
-runs), ``BENCH_POLITE_VANILLA`` (1; 0 skips the vanilla Scrapy reference).
+runs), ``BENCH_POLITE_VANILLA`` (1; 0 skips the vanilla Scrapy references).
 """
 
 from __future__ import annotations
@@ -49,7 +52,9 @@ TARGET = 0.95
 
 
 WEBCRAWL_CONCURRENCY = 128  # webcrawl.settings' CONCURRENT_REQUESTS, given to vanilla Scrapy too
+WEBCRAWL_PER_HOST = 2  # webcrawl's WEBCRAWL_MAX_CONNECTIONS_PER_HOST, for the fetch-only floor
 VANILLA = "vanilla Scrapy, 1"
+FLOOR = "Scrapy fetch only (no delay), 1"
 
 
 @dataclass
@@ -63,7 +68,9 @@ class Outcome:
 
     @property
     def label(self) -> str:
-        return VANILLA if self.contender != "webcrawl" else f"webcrawl, {self.processes}"
+        if self.contender == "webcrawl":
+            return f"webcrawl, {self.processes}"
+        return FLOOR if self.contender == "floor" else VANILLA
 
     def problems(self) -> list[str]:
         """Exit statuses and the first ERROR line of each process that had any."""
@@ -125,6 +132,24 @@ def crawl_vanilla(site: PoliteSite, server: ServerProcess, folder: Path, delay: 
     return Outcome(1, verdict, [crawled], 0.0, cpu_seconds(server.pid) - server0, "vanilla")
 
 
+def crawl_floor(site: PoliteSite, server: ServerProcess, folder: Path, delay: float,
+                tag: str) -> Outcome:
+    """Vanilla Scrapy fetching every page from a list, as fast as it can (see the docstring)."""
+    offset = len(server.log())
+    server0 = cpu_seconds(server.pid)
+    urls = folder / "urls.txt"
+    urls.write_text("".join(f"{site.url(h, k)}\n" for h in range(len(site.hosts))
+                            for k in range(site.pages)))
+    settings = {"DOWNLOAD_DELAY": 0, "ROBOTSTXT_OBEY": False,
+                "CONCURRENT_REQUESTS": WEBCRAWL_CONCURRENCY,
+                "CONCURRENT_REQUESTS_PER_DOMAIN": WEBCRAWL_PER_HOST}
+    child = Child(scrapy_command("fetch", settings, {"urls": str(urls)}), project_env("vanilla"),
+                  folder / "cwd", f"{tag}-floor.log")
+    crawled = child.wait(1800)
+    verdict = judge(server.log()[offset:], len(site.hosts), delay, site.reachable())
+    return Outcome(1, verdict, [crawled], 0.0, cpu_seconds(server.pid) - server0, "floor")
+
+
 def main() -> None:
     rounds = int(os.environ.get("BENCH_POLITE_ROUNDS", "2"))
     hosts = int(os.environ.get("BENCH_POLITE_HOSTS", "500"))
@@ -135,18 +160,22 @@ def main() -> None:
     for sub in ("sites", "cwd"):
         (folder / sub).mkdir()
     redis = BenchRedis(folder)
-    outcomes: dict[str, list[Outcome]] = {"webcrawl, 1": [], "webcrawl, 2": [], VANILLA: []}
+    outcomes: dict[str, list[Outcome]] = {"webcrawl, 1": [], "webcrawl, 2": [], VANILLA: [],
+                                          FLOOR: []}
     try:
         with ServerProcess(hosts, pages, folder / "server.log") as server:
             site = PoliteSite(hosts, pages)
             site.bind(server.port, render=False)
             (folder / "sites" / f"{SITE}.toml").write_text(site.site_file(SITE, delay))
             for r in range(rounds):
-                order: list[int] = [1, 2, 0] if r % 2 == 0 else [0, 2, 1]  # 0: vanilla Scrapy
+                # 0: vanilla Scrapy, -1: the fetch-only floor
+                order: list[int] = [1, 2, 0, -1] if r % 2 == 0 else [-1, 0, 2, 1]
                 if not vanilla:
-                    order.remove(0)
+                    order = [n for n in order if n > 0]
                 for n in order:
-                    if n == 0:
+                    if n == -1:
+                        outcome = crawl_floor(site, server, folder, delay, f"r{r}")
+                    elif n == 0:
                         outcome = crawl_vanilla(site, server, folder, delay, f"r{r}")
                     else:
                         outcome = crawl(n, site, server, redis, folder, delay, f"r{r}-p{n}")
@@ -172,11 +201,12 @@ def main() -> None:
 def report(outcomes: dict[str, list[Outcome]], hosts: int, pages: int, delay: float,
            rounds: int) -> str:
     rows = [o.row(i) for n in outcomes for i, o in enumerate(outcomes[n])]
+    ours = {n for n in outcomes if n not in (VANILLA, FLOOR)}
     summary = [[n, statistics.median(o.verdict.utilisation for o in os_),
-                f">= {TARGET}" if n != VANILLA else "-",
-                sum(o.verdict.short_gaps for o in os_), "0" if n != VANILLA else "-",
+                f">= {TARGET}" if n in ours else "-",
+                sum(o.verdict.short_gaps for o in os_), "0" if n in ours else "-",
                 statistics.median(1000 * sum(c.cpu for c in o.crawls) / o.pages for o in os_),
-                statistics.median(1000 * o.redis_cpu / o.pages for o in os_) if n != VANILLA else "-"]
+                statistics.median(1000 * o.redis_cpu / o.pages for o in os_) if n in ours else "-"]
                for n, os_ in outcomes.items() if os_]
     problems = [f"- {n} process(es), round {i + 1}: {p}" for n in outcomes
                 for i, o in enumerate(outcomes[n]) for p in o.problems()]
@@ -185,7 +215,9 @@ def report(outcomes: dict[str, list[Outcome]], hosts: int, pages: int, delay: fl
     return "\n\n".join([
         f"{hosts} hosts x {pages} pages (2-6 KB; {hosts_network(hosts)}), delay {delay:g} s per "
         f"host: the bound is {hosts / delay:g} requests/s. {rounds} round(s): webcrawl with 1 "
-        "and 2 processes, and vanilla Scrapy for reference, the order alternating.",
+        "and 2 processes, and vanilla Scrapy for reference, the order alternating. The last "
+        "reference, the fetch-only floor, keeps no delay: its utilisation is the rate Scrapy "
+        "alone reached over the bound, and its gaps are not a fault.",
         table(["crawler, processes", "median utilisation", "target", "gaps < delay, all rounds",
                "target", "crawl CPU ms / page", "redis-server CPU ms / page"], summary),
         table(["crawler, processes", "round", "pages fetched", "busy s", "requests/s", "utilisation",
@@ -202,6 +234,11 @@ def report(outcomes: dict[str, list[Outcome]], hosts: int, pages: int, delay: fl
         "reference: `scrapy crawl docs` of `bench/vanilla/` (Scrapy's defaults, robots.txt "
         f"obeyed), every host's `/` a seed, `DOWNLOAD_DELAY = {delay:g}`, `DOWNLOAD_DELAY_JITTER "
         f"= 0`, `CONCURRENT_REQUESTS = {WEBCRAWL_CONCURRENCY}` as webcrawl's; no Redis. The "
+        "fetch-only floor: `scrapy crawl fetch -a urls=FILE` of the same project, every page of "
+        "every host from a list (no robots.txt, no delay, "
+        f"`CONCURRENT_REQUESTS_PER_DOMAIN = {WEBCRAWL_PER_HOST}` as webcrawl's connections per "
+        "host), each response dropped unread: Scrapy's engine, downloader, middlewares and "
+        "HTTP client alone. The "
         "server (one asyncio process, `bench/_polite_server.py`) stamps each request with "
         "CLOCK_MONOTONIC when its bytes reach the loop; utilisation and gaps come from those "
         "stamps, robots.txt requests included (`bench/_polite_judge.py`). The server used "

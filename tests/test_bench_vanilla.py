@@ -41,3 +41,21 @@ def test_the_docs_spider_crawls_its_prefix_whole_and_nothing_else(tmp_path: Path
     assert crawl.stats["item_scraped_count"] == 3 and crawl.stats["robotstxt/request_count"] == 1
     assert crawl.stats["scheduler/enqueued/memory"] >= 3
     assert webcrawl_components(crawl.log) == [] and "Enabled downloader middlewares" in crawl.log
+
+
+def test_the_fetch_spider_fetches_each_listed_url_once_and_nothing_else(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    site.mkdir()
+    for name in ("index.html", "a.html", "b.html", "c.html"):
+        (site / name).write_text(f'<html><body><a href="/{name}x">more</a></body></html>')
+    with start_server_process("static", 1, tmp_path / "server.log", root=str(site)) as server:
+        base = server.base_url(0)
+        urls = tmp_path / "urls.txt"
+        urls.write_text(f"{base}/a.html\n\n{base}/b.html\n{base}/c.html\n{base}/a.html\n")
+        crawl = Child(scrapy_command("fetch", {"ROBOTSTXT_OBEY": False}, {"urls": str(urls)}),
+                      project_env("vanilla"), tmp_path, "fetch.log").wait(120)
+        fetched = sorted(e.path for e in server.read_log())
+    assert crawl.returncode == 0, crawl.log[-2000:]
+    assert fetched == ["/a.html", "/a.html", "/b.html", "/c.html"], "each line once, no link"
+    assert "item_scraped_count" not in crawl.stats
+    assert webcrawl_components(crawl.log) == []
