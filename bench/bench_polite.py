@@ -10,7 +10,9 @@ with every host's ``/`` as a seed, ``DOWNLOAD_DELAY`` = the delay with no jitter
 ``CONCURRENT_REQUESTS``. And the floor under any Scrapy crawler on this machine: vanilla Scrapy
 fetching every page of the site from a list with no delay, no robots.txt and no parsing (the
 ``fetch`` spider, two connections per host as webcrawl's), whose rate over the bound says how
-close to it Scrapy's own per-request work lets one process get. The order alternates every round.
+close to it Scrapy's own per-request work lets one process get; and that floor again with webcrawl's
+HTTP client and garbage-collector setting (``bench/_polite_floor.py``), the parts of webcrawl that
+make Scrapy's request cycle itself cheaper. The order alternates every round.
 
 Reported per crawl, from the server's log (``bench/_polite_judge.py``): utilisation = achieved
 request rate / (hosts / delay) over the busy period, gaps between two requests to one host under
@@ -38,6 +40,7 @@ from bench._polite_server import ServerProcess
 from bench._polite_site import PoliteSite, hosts_network
 from bench._report import table, write_section
 from bench._scheduler_process import (
+    REPO,
     Child,
     Crawl,
     extra_settings,
@@ -55,6 +58,7 @@ WEBCRAWL_CONCURRENCY = 128  # webcrawl.settings' CONCURRENT_REQUESTS, given to v
 WEBCRAWL_PER_HOST = 2  # webcrawl's WEBCRAWL_MAX_CONNECTIONS_PER_HOST, for the fetch-only floor
 VANILLA = "vanilla Scrapy, 1"
 FLOOR = "Scrapy fetch only (no delay), 1"
+FLOOR_WC = "Scrapy fetch only, webcrawl's HTTP client (no delay), 1"
 
 
 @dataclass
@@ -70,7 +74,7 @@ class Outcome:
     def label(self) -> str:
         if self.contender == "webcrawl":
             return f"webcrawl, {self.processes}"
-        return FLOOR if self.contender == "floor" else VANILLA
+        return {"floor": FLOOR, "floor-client": FLOOR_WC}.get(self.contender, VANILLA)
 
     def problems(self) -> list[str]:
         """Exit statuses and the first ERROR line of each process that had any."""
@@ -133,8 +137,9 @@ def crawl_vanilla(site: PoliteSite, server: ServerProcess, folder: Path, delay: 
 
 
 def crawl_floor(site: PoliteSite, server: ServerProcess, folder: Path, delay: float,
-                tag: str) -> Outcome:
-    """Vanilla Scrapy fetching every page from a list, as fast as it can (see the docstring)."""
+                tag: str, *, client: bool = False) -> Outcome:
+    """Vanilla Scrapy fetching every page from a list, as fast as it can (see the docstring);
+    with ``client``, through webcrawl's HTTP client and collector setting."""
     offset = len(server.log())
     server0 = cpu_seconds(server.pid)
     urls = folder / "urls.txt"
@@ -143,11 +148,19 @@ def crawl_floor(site: PoliteSite, server: ServerProcess, folder: Path, delay: fl
     settings = {"DOWNLOAD_DELAY": 0, "ROBOTSTXT_OBEY": False,
                 "CONCURRENT_REQUESTS": WEBCRAWL_CONCURRENCY,
                 "CONCURRENT_REQUESTS_PER_DOMAIN": WEBCRAWL_PER_HOST}
-    child = Child(scrapy_command("fetch", settings, {"urls": str(urls)}), project_env("vanilla"),
-                  folder / "cwd", f"{tag}-floor.log")
+    command = scrapy_command("fetch", settings, {"urls": str(urls)})
+    env = project_env("vanilla")
+    if client:
+        handler = "webcrawl.net.handler.GuardedDownloadHandler"
+        command = [command[0], "-m", "bench._polite_floor", *command[3:],
+                   "-s", f'DOWNLOAD_HANDLERS={{"http": "{handler}"}}',
+                   "-s", f"WEBCRAWL_ALLOWED_PRIVATE_NETWORKS={hosts_network(len(site.hosts))}"]
+        env["PYTHONPATH"] = os.pathsep.join([env["PYTHONPATH"], str(REPO)])
+    child = Child(command, env, folder / "cwd", f"{tag}-floor{'-client' if client else ''}.log")
     crawled = child.wait(1800)
     verdict = judge(server.log()[offset:], len(site.hosts), delay, site.reachable())
-    return Outcome(1, verdict, [crawled], 0.0, cpu_seconds(server.pid) - server0, "floor")
+    return Outcome(1, verdict, [crawled], 0.0, cpu_seconds(server.pid) - server0,
+                   "floor-client" if client else "floor")
 
 
 def main() -> None:
@@ -161,20 +174,20 @@ def main() -> None:
         (folder / sub).mkdir()
     redis = BenchRedis(folder)
     outcomes: dict[str, list[Outcome]] = {"webcrawl, 1": [], "webcrawl, 2": [], VANILLA: [],
-                                          FLOOR: []}
+                                          FLOOR: [], FLOOR_WC: []}
     try:
         with ServerProcess(hosts, pages, folder / "server.log") as server:
             site = PoliteSite(hosts, pages)
             site.bind(server.port, render=False)
             (folder / "sites" / f"{SITE}.toml").write_text(site.site_file(SITE, delay))
             for r in range(rounds):
-                # 0: vanilla Scrapy, -1: the fetch-only floor
-                order: list[int] = [1, 2, 0, -1] if r % 2 == 0 else [-1, 0, 2, 1]
+                # 0: vanilla Scrapy, -1: the fetch-only floor, -2: with webcrawl's client
+                order: list[int] = [1, 2, 0, -1, -2] if r % 2 == 0 else [-2, -1, 0, 2, 1]
                 if not vanilla:
                     order = [n for n in order if n > 0]
                 for n in order:
-                    if n == -1:
-                        outcome = crawl_floor(site, server, folder, delay, f"r{r}")
+                    if n < 0:
+                        outcome = crawl_floor(site, server, folder, delay, f"r{r}", client=n == -2)
                     elif n == 0:
                         outcome = crawl_vanilla(site, server, folder, delay, f"r{r}")
                     else:
@@ -201,7 +214,7 @@ def main() -> None:
 def report(outcomes: dict[str, list[Outcome]], hosts: int, pages: int, delay: float,
            rounds: int) -> str:
     rows = [o.row(i) for n in outcomes for i, o in enumerate(outcomes[n])]
-    ours = {n for n in outcomes if n not in (VANILLA, FLOOR)}
+    ours = {n for n in outcomes if n not in (VANILLA, FLOOR, FLOOR_WC)}
     summary = [[n, statistics.median(o.verdict.utilisation for o in os_),
                 f">= {TARGET}" if n in ours else "-",
                 sum(o.verdict.short_gaps for o in os_), "0" if n in ours else "-",
@@ -216,8 +229,8 @@ def report(outcomes: dict[str, list[Outcome]], hosts: int, pages: int, delay: fl
         f"{hosts} hosts x {pages} pages (2-6 KB; {hosts_network(hosts)}), delay {delay:g} s per "
         f"host: the bound is {hosts / delay:g} requests/s. {rounds} round(s): webcrawl with 1 "
         "and 2 processes, and vanilla Scrapy for reference, the order alternating. The last "
-        "reference, the fetch-only floor, keeps no delay: its utilisation is the rate Scrapy "
-        "alone reached over the bound, and its gaps are not a fault.",
+        "references, the fetch-only floors, keep no delay: their utilisation is the rate Scrapy "
+        "alone reached over the bound, and their gaps are not a fault.",
         table(["crawler, processes", "median utilisation", "target", "gaps < delay, all rounds",
                "target", "crawl CPU ms / page", "redis-server CPU ms / page"], summary),
         table(["crawler, processes", "round", "pages fetched", "busy s", "requests/s", "utilisation",
@@ -238,7 +251,8 @@ def report(outcomes: dict[str, list[Outcome]], hosts: int, pages: int, delay: fl
         "every host from a list (no robots.txt, no delay, "
         f"`CONCURRENT_REQUESTS_PER_DOMAIN = {WEBCRAWL_PER_HOST}` as webcrawl's connections per "
         "host), each response dropped unread: Scrapy's engine, downloader, middlewares and "
-        "HTTP client alone. The "
+        "HTTP client alone; then with `-s DOWNLOAD_HANDLERS` set to webcrawl's HTTP client and "
+        "webcrawl's garbage-collector threshold (`python -m bench._polite_floor crawl fetch`). The "
         "server (one asyncio process, `bench/_polite_server.py`) stamps each request with "
         "CLOCK_MONOTONIC when its bytes reach the loop; utilisation and gaps come from those "
         "stamps, robots.txt requests included (`bench/_polite_judge.py`). The server used "
