@@ -27,8 +27,10 @@ VANILLA_PROJECT = REPO / "bench" / "vanilla"
 
 
 def scrapy_command(spider: str, settings: dict[str, object], args: dict[str, str] | None = None,
-                   ) -> list[str]:
-    command = [sys.executable, "-m", "scrapy", "crawl", spider]
+                   *, module: str = "scrapy") -> list[str]:
+    """``python -m <module> crawl <spider> -a ... -s ...``; ``module`` runs Scrapy's command line
+    after a set-up of its own."""
+    command = [sys.executable, "-m", module, "crawl", spider]
     for key, value in (args or {}).items():
         command += ["-a", f"{key}={value}"]
     for key, value in settings.items():

@@ -59,6 +59,7 @@ WEBCRAWL_PER_HOST = 2  # webcrawl's WEBCRAWL_MAX_CONNECTIONS_PER_HOST, for the f
 VANILLA = "vanilla Scrapy, 1"
 FLOOR = "Scrapy fetch only (no delay), 1"
 FLOOR_WC = "Scrapy fetch only, webcrawl's HTTP client (no delay), 1"
+REFERENCES = (VANILLA, FLOOR, FLOOR_WC)
 
 
 @dataclass
@@ -68,13 +69,11 @@ class Outcome:
     crawls: list[Crawl]
     redis_cpu: float
     server_cpu: float
-    contender: str = "webcrawl"
+    reference: str | None = None  # the reference crawl's label; None: webcrawl
 
     @property
     def label(self) -> str:
-        if self.contender == "webcrawl":
-            return f"webcrawl, {self.processes}"
-        return {"floor": FLOOR, "floor-client": FLOOR_WC}.get(self.contender, VANILLA)
+        return self.reference or f"webcrawl, {self.processes}"
 
     def problems(self) -> list[str]:
         """Exit statuses and the first ERROR line of each process that had any."""
@@ -96,7 +95,7 @@ class Outcome:
         return [self.label, round_ + 1, f"{v.pages} of {v.reachable} ({v.requests} requests)",
                 v.busy, v.rate, v.utilisation, f"{v.short_gaps} of {v.gaps}", v.shortest * 1000,
                 1000 * sum(c.cpu for c in self.crawls) / self.pages,
-                1000 * self.redis_cpu / self.pages if self.contender == "webcrawl" else "-",
+                1000 * self.redis_cpu / self.pages if self.reference is None else "-",
                 " / ".join(str(int(c.stat("downloader/response_count"))) for c in self.crawls),
                 " / ".join(str(c.returncode) for c in self.crawls), errors]
 
@@ -121,46 +120,48 @@ def crawl(processes: int, site: PoliteSite, server: ServerProcess, redis: BenchR
                    cpu_seconds(server.pid) - server0)
 
 
+def crawl_reference(label: str, command: list[str], env: dict[str, str], site: PoliteSite,
+                    server: ServerProcess, folder: Path, delay: float, log_name: str) -> Outcome:
+    """One process of a reference crawler (no Redis), judged from the server's log."""
+    offset = len(server.log())
+    server0 = cpu_seconds(server.pid)
+    crawled = Child(command, env, folder / "cwd", log_name).wait(1800)
+    verdict = judge(server.log()[offset:], len(site.hosts), delay, site.reachable())
+    return Outcome(1, verdict, [crawled], 0.0, cpu_seconds(server.pid) - server0, label)
+
+
 def crawl_vanilla(site: PoliteSite, server: ServerProcess, folder: Path, delay: float,
                   tag: str) -> Outcome:
     """The baseline project's CrawlSpider over every host, Scrapy's own per-slot delay."""
-    offset = len(server.log())
-    server0 = cpu_seconds(server.pid)
     seeds = ",".join(site.url(h, 0) for h in range(len(site.hosts)))
     settings = {"DOWNLOAD_DELAY": delay, "DOWNLOAD_DELAY_JITTER": 0,
                 "CONCURRENT_REQUESTS": WEBCRAWL_CONCURRENCY}
-    child = Child(scrapy_command("docs", settings, {"seeds": seeds, "prefix": "/"}),
-                  project_env("vanilla"), folder / "cwd", f"{tag}-vanilla.log")
-    crawled = child.wait(1800)
-    verdict = judge(server.log()[offset:], len(site.hosts), delay, site.reachable())
-    return Outcome(1, verdict, [crawled], 0.0, cpu_seconds(server.pid) - server0, "vanilla")
+    command = scrapy_command("docs", settings, {"seeds": seeds, "prefix": "/"})
+    return crawl_reference(VANILLA, command, project_env("vanilla"), site, server, folder, delay,
+                           f"{tag}-vanilla.log")
 
 
 def crawl_floor(site: PoliteSite, server: ServerProcess, folder: Path, delay: float,
                 tag: str, *, client: bool = False) -> Outcome:
     """Vanilla Scrapy fetching every page from a list, as fast as it can (see the docstring);
     with ``client``, through webcrawl's HTTP client and collector setting."""
-    offset = len(server.log())
-    server0 = cpu_seconds(server.pid)
     urls = folder / "urls.txt"
-    urls.write_text("".join(f"{site.url(h, k)}\n" for h in range(len(site.hosts))
-                            for k in range(site.pages)))
-    settings = {"DOWNLOAD_DELAY": 0, "ROBOTSTXT_OBEY": False,
-                "CONCURRENT_REQUESTS": WEBCRAWL_CONCURRENCY,
-                "CONCURRENT_REQUESTS_PER_DOMAIN": WEBCRAWL_PER_HOST}
-    command = scrapy_command("fetch", settings, {"urls": str(urls)})
+    if not urls.exists():
+        urls.write_text("".join(f"{site.url(h, k)}\n" for h in range(len(site.hosts))
+                                for k in range(site.pages)))
+    settings: dict[str, object] = {"DOWNLOAD_DELAY": 0, "ROBOTSTXT_OBEY": False,
+                                   "CONCURRENT_REQUESTS": WEBCRAWL_CONCURRENCY,
+                                   "CONCURRENT_REQUESTS_PER_DOMAIN": WEBCRAWL_PER_HOST}
     env = project_env("vanilla")
+    module = "scrapy"
     if client:
-        handler = "webcrawl.net.handler.GuardedDownloadHandler"
-        command = [command[0], "-m", "bench._polite_floor", *command[3:],
-                   "-s", f'DOWNLOAD_HANDLERS={{"http": "{handler}"}}',
-                   "-s", f"WEBCRAWL_ALLOWED_PRIVATE_NETWORKS={hosts_network(len(site.hosts))}"]
+        module = "bench._polite_floor"
+        settings["DOWNLOAD_HANDLERS"] = '{"http": "webcrawl.net.handler.GuardedDownloadHandler"}'
+        settings["WEBCRAWL_ALLOWED_PRIVATE_NETWORKS"] = hosts_network(len(site.hosts))
         env["PYTHONPATH"] = os.pathsep.join([env["PYTHONPATH"], str(REPO)])
-    child = Child(command, env, folder / "cwd", f"{tag}-floor{'-client' if client else ''}.log")
-    crawled = child.wait(1800)
-    verdict = judge(server.log()[offset:], len(site.hosts), delay, site.reachable())
-    return Outcome(1, verdict, [crawled], 0.0, cpu_seconds(server.pid) - server0,
-                   "floor-client" if client else "floor")
+    command = scrapy_command("fetch", settings, {"urls": str(urls)}, module=module)
+    return crawl_reference(FLOOR_WC if client else FLOOR, command, env, site, server, folder,
+                           delay, f"{tag}-floor{'-client' if client else ''}.log")
 
 
 def main() -> None:
@@ -173,8 +174,8 @@ def main() -> None:
     for sub in ("sites", "cwd"):
         (folder / sub).mkdir()
     redis = BenchRedis(folder)
-    outcomes: dict[str, list[Outcome]] = {"webcrawl, 1": [], "webcrawl, 2": [], VANILLA: [],
-                                          FLOOR: [], FLOOR_WC: []}
+    outcomes: dict[str, list[Outcome]] = {"webcrawl, 1": [], "webcrawl, 2": [],
+                                          **{label: [] for label in REFERENCES}}
     try:
         with ServerProcess(hosts, pages, folder / "server.log") as server:
             site = PoliteSite(hosts, pages)
@@ -214,7 +215,7 @@ def main() -> None:
 def report(outcomes: dict[str, list[Outcome]], hosts: int, pages: int, delay: float,
            rounds: int) -> str:
     rows = [o.row(i) for n in outcomes for i, o in enumerate(outcomes[n])]
-    ours = {n for n in outcomes if n not in (VANILLA, FLOOR, FLOOR_WC)}
+    ours = {n for n in outcomes if n not in REFERENCES}
     summary = [[n, statistics.median(o.verdict.utilisation for o in os_),
                 f">= {TARGET}" if n in ours else "-",
                 sum(o.verdict.short_gaps for o in os_), "0" if n in ours else "-",

@@ -29,8 +29,8 @@ class FetchSpider(Spider):
     async def start(self) -> AsyncIterator[Request]:
         with self.url_file.open(encoding="utf-8") as lines:
             for line in lines:
-                if line.strip():
-                    yield Request(line.strip(), dont_filter=True)
+                if url := line.strip():
+                    yield Request(url, dont_filter=True)
 
     def parse(self, response: Response, **kwargs: Any) -> None:
         return None
