@@ -27,6 +27,11 @@ setup(
         "protego>=0.4",
         "warcio>=1.7",
         "numpy>=1.26",
+        # Typed record fields: 0.5 reads "CHF 1'234.50" (apostrophe digit groups).
+        "price-parser>=0.5",
+        # Record fields from JSON-LD and microdata; imported only by sites that use them.
+        # 0.16 and older import a name lxml 5.1 removed.
+        "extruct>=0.17",
     ],
     extras_require={
         # The benchmarks run scrapy-redis side by side with webcrawl; nothing else imports it.

@@ -27,3 +27,19 @@ def test_demo_site_rules_parse_a_page() -> None:
     outside = parser.parse(b'<a href="/cart?x=1">c</a><a href="http://8.8.8.8/">o</a><a href="/ok">k</a>', "http://127.0.0.2:8000/")
     assert outside.links == ("http://127.0.0.2:8000/ok",)
     assert outside.counts["links/filtered/pattern"] == 1 and outside.counts["links/filtered/scope"] == 1
+
+
+def test_rule_objects_without_the_typed_attributes_still_work() -> None:
+    """rules_for_site reads by attribute: an object from before field types is plain text."""
+    from types import SimpleNamespace
+
+    from webcrawl.parse import FieldRule
+
+    site = load_site_file(files("webcrawl.sites") / "demo.toml")
+    old = SimpleNamespace(name="title", css="h1", attr=None, many=False)
+    page_type = SimpleNamespace(name="p", url_pattern=r"/p/", fields=(old,), volatile=(),
+                                listing=None)
+    rules = rules_for_site(SimpleNamespace(allowed_domains=site.allowed_domains,
+                                           limits=site.limits, page_types=(page_type,)))
+    assert rules.page_types[0].fields == (FieldRule("title", "h1"),)
+    assert rules.page_types[0].fields[0].plain and not rules.page_types[0].structured

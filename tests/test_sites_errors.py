@@ -39,7 +39,8 @@ CASES: list[tuple[str, Any, str]] = [
     ("budget.reserve.re_estimation", 0.1, "budget.reserve.re_estimation: unknown key, expected "
      "one of: detectors, discovery, reestimation, verification (did you mean 'reestimation'?)"),
     ("page_types[2].fields.price", {"css": "span", "atr": "x"},
-     "page_types[2].fields.price.atr: unknown key, expected one of: attr, css, many "
+     "page_types[2].fields.price.atr: unknown key, expected one of: attr, css, currency, "
+     "format, jsonld, many, microdata, type "
      "(did you mean 'attr'?)"),
     ("page_types[1].listing.next", "a",
      "page_types[1].listing.next: unknown key, expected one of: item, link, summary"),
@@ -118,7 +119,8 @@ CASES: list[tuple[str, Any, str]] = [
      "page_types[2].fields.price.attr: got 'data price', expected an HTML attribute name such "
      "as 'href' or 'data-price'"),
     ("page_types[2].fields.price", {"attr": "content"},
-     "page_types[2].fields.price.css: missing, expected a CSS selector"),
+     "page_types[2].fields.price.css: missing, expected a CSS selector (or a jsonld or "
+     "microdata path)"),
     ("page_types[2].fields.price", 5, "page_types[2].fields.price: got 5, expected a CSS "
      "selector string or a table {css = ..., attr = ...}"),
     ("page_types[2].fields.images.many", "yes",

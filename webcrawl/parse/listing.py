@@ -6,7 +6,8 @@ fields should be the ones that move when the item does (price, stock, title, dat
 Counters: ``listing/items`` (item elements), ``listing/nolink`` (an item without a usable link),
 ``listing/duplicate`` (an item URL listed before on this page: the first wins),
 ``listing/filtered/<reason>`` (the link filter's reasons, as for links, plus ``scheme``),
-``listing/kept``.
+``listing/kept``, ``listing/errors`` (summary values that did not convert to their field's type:
+they stay as their text).
 """
 
 from __future__ import annotations
@@ -59,6 +60,14 @@ def extract_listing(
         if reason is not None:
             counts["listing/filtered/" + reason] += 1
             continue
-        items.append(ListingItem(url, extract_fields(node, rule.summary, base)))
+        errors: dict[str, str] = {}
+        summary = extract_fields(node, rule.summary, base, errors=errors)
+        if errors:
+            # A summary only decides whether to fetch the item: a value that does not convert
+            # stays as its text, so that its change still sends the crawl to the item's page
+            # (whose record then reports the error).
+            counts["listing/errors"] += len(errors)
+            summary.update(errors)
+        items.append(ListingItem(url, summary))
     counts["listing/kept"] += len(items)
     return items

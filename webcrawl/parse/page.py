@@ -21,6 +21,7 @@ from webcrawl.parse.links import LinkFilter, extract_links
 from webcrawl.parse.listing import ListingItem, extract_listing
 from webcrawl.parse.record import extract_fields
 from webcrawl.parse.rules import PARSE_CACHE_SIZE, ParseRules
+from webcrawl.parse.structured import StructuredData
 
 __all__ = ["PageParser", "ParseResult"]
 
@@ -36,7 +37,15 @@ class ParseResult:
     or when not parsed); ``volatile`` its volatile field names. ``counts``: counters for the
     caller's stats, keys as in ``links``, ``listing`` and ``pages/<kind>``, ``truncated``,
     ``encoding/replaced`` (bad byte sequences), ``encoding/broken`` (pages with any),
-    ``encoding/guessed``.
+    ``encoding/guessed``, ``record/errors`` (fields that did not convert) next to
+    ``record/errors/<field>``, ``record/jsonld/broken`` and ``record/microdata/broken``.
+
+    ``errors`` maps each record field whose value was present but did not convert to its type
+    (a price without an amount, an unknown availability text) to that value's text, at most 200
+    characters; the field is ``None`` in ``record``. A result with ``errors`` is an extraction
+    error, not a record: the caller must not store or hash ``record`` as the page's new state
+    (a field that failed to parse is not a field that disappeared), and counts the page as an
+    extraction error instead. A missing element or attribute is no error: its field is ``None``.
     """
 
     url: str
@@ -49,6 +58,7 @@ class ParseResult:
     counts: dict[str, int] = field(default_factory=dict)
     encoding: str = "utf-8"
     truncated: bool = False
+    errors: dict[str, str] = field(default_factory=dict)
 
     def stable_record(self) -> dict[str, Any] | None:
         """The record without its volatile fields: what a change test should hash."""
@@ -115,12 +125,20 @@ class PageParser:
         base = Base(self.canonicalizer, canonical, base_href)
         links = extract_links(tree, base, canonical, self.link_filter, depth, counts)
         record = None
+        errors: dict[str, str] = {}
         listing: list[ListingItem] = []
         if page_type is not None:
-            record = extract_fields(tree, page_type.fields, base)
+            structured = (StructuredData(tree, prepared.data, base.url, counts)
+                          if page_type.structured else None)
+            record = extract_fields(tree, page_type.fields, base, structured=structured,
+                                    errors=errors)
+            if errors:
+                counts["record/errors"] = len(errors)
+                for field_name in errors:
+                    counts["record/errors/" + field_name] = 1
             if page_type.listing is not None:
                 listing = extract_listing(tree, page_type.listing, base, self.link_filter, counts)
         return ParseResult(
             canonical, "html", name, tuple(links), record, volatile, tuple(listing),
-            dict(counts), prepared.encoding, prepared.truncated,
+            dict(counts), prepared.encoding, prepared.truncated, errors,
         )

@@ -9,10 +9,15 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import urlsplit
 
 from selectolax.lexbor import LexborHTMLParser, SelectolaxError
 from w3lib.url import canonicalize_url
+
+from webcrawl.parse.amounts import CURRENCY_CODES
+from webcrawl.parse.structured import SYNTAXES, parse_path
+from webcrawl.parse.typed import FIELD_TYPES, check_date_format
 
 __all__ = [
     "DEFAULT_SESSION_PARAMS",
@@ -85,26 +90,67 @@ class FieldRule:
 
     Attributes named ``href`` or ``src`` are returned as absolute canonical URLs (session
     parameters stripped) so that a record's hash does not change with a session token.
+
+    ``type`` (one of ``FIELD_TYPES``, see :mod:`webcrawl.parse.typed`) converts the value:
+    ``currency`` (an ISO 4217 code) is a price's default currency, ``date_format`` a date's
+    ``strptime`` format. ``jsonld`` and ``microdata`` are paths into the page's structured data
+    (``"Product.offers.price"``, see :mod:`webcrawl.parse.structured`): tried in that order, the
+    first value found wins and ``css`` is the fallback. ``css`` may be ``None`` only beside a
+    structured path. ``plain`` is true for a text field read by CSS alone (the fast path).
     """
 
     name: str
-    css: str
+    css: str | None = None
     attr: str | None = None
     many: bool = False
+    type: str = "text"
+    currency: str | None = None
+    date_format: str | None = None
+    jsonld: str | None = None
+    microdata: str | None = None
+    plain: bool = field(init=False, repr=False, compare=False)
+    paths: tuple[tuple[str, tuple[str, ...]], ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        where = f"field {self.name!r}"
         if not self.name:
             raise ValueError(f"field name: {self.name!r} is empty; expected a non-empty name")
-        _check_css(f"field {self.name!r}", self.css)
+        if self.css is not None:
+            _check_css(where, self.css)
+        elif self.attr is not None or (self.jsonld is None and self.microdata is None):
+            raise ValueError(f"{where}: css is None; expected a CSS selector"
+                             + (" (attr reads an attribute of the css match)" if self.attr else
+                                " or a jsonld or microdata path"))
+        if self.type not in FIELD_TYPES:
+            raise ValueError(f"{where}: type {self.type!r}; expected one of {FIELD_TYPES}")
+        if self.currency is not None and (self.type != "price"
+                                          or self.currency not in CURRENCY_CODES):
+            raise ValueError(f"{where}: currency {self.currency!r}; expected an ISO 4217 code "
+                             "on a field of type 'price'")
+        if self.date_format is not None and (self.type != "date"
+                                             or not check_date_format(self.date_format)):
+            raise ValueError(f"{where}: date_format {self.date_format!r}; expected a strptime "
+                             "format with day, month and year on a field of type 'date'")
+        paths = []
+        for syntax in SYNTAXES:
+            path = getattr(self, syntax)
+            if path is not None:
+                try:
+                    paths.append((syntax, parse_path(path)))
+                except ValueError as exc:
+                    raise ValueError(f"{where}: {syntax} {exc}") from None
+        object.__setattr__(self, "paths", tuple(paths))
+        object.__setattr__(self, "plain", self.type == "text" and not paths)
 
     @classmethod
-    def parse(cls, name: str, spec: str, *, many: bool = False) -> FieldRule:
-        """``"h1.title"`` or ``"h1::text"`` takes text; ``"img.main::attr(src)"`` takes an attribute."""
+    def parse(cls, name: str, spec: str, *, many: bool = False, **options: Any) -> FieldRule:
+        """``"h1.title"`` or ``"h1::text"`` takes text; ``"img.main::attr(src)"`` takes an
+        attribute. ``options`` are the other fields (``type="price"``, ``jsonld=...``)."""
         if m := _ATTR_SPEC.match(spec):
-            return cls(name, m["css"].strip(), m["attr"], many)
+            return cls(name, m["css"].strip(), m["attr"], many, **options)
         if m := _TEXT_SPEC.match(spec):
-            return cls(name, m["css"].strip(), None, many)
-        return cls(name, spec.strip(), None, many)
+            return cls(name, m["css"].strip(), None, many, **options)
+        return cls(name, spec.strip(), None, many, **options)
 
 
 @dataclass(frozen=True)
@@ -131,6 +177,8 @@ class PageType:
 
     ``volatile`` names fields that change on every load (timestamps, counters): they are still
     extracted, and excluded from the record hash by the caller (see ``ParseResult.stable_record``).
+    ``structured`` is true when a field reads JSON-LD or microdata: only then does a page of the
+    type pay for extracting them.
     """
 
     name: str
@@ -139,8 +187,10 @@ class PageType:
     volatile: frozenset[str] = frozenset()
     listing: ListingRule | None = None
     regex: re.Pattern[str] = field(init=False, repr=False, compare=False)
+    structured: bool = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "structured", any(f.paths for f in self.fields))
         pattern = self.url_pattern
         regex = pattern if isinstance(pattern, re.Pattern) else _compile(f"page type {self.name!r} url_pattern", pattern)
         object.__setattr__(self, "regex", regex)

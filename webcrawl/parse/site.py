@@ -22,7 +22,13 @@ __all__ = ["rules_for_site"]
 
 
 def _field(rule: Any) -> FieldRule:
-    return FieldRule(rule.name, rule.css, rule.attr, bool(rule.many))
+    # The typed attributes are read with defaults: a rule object from before them still works.
+    return FieldRule(rule.name, rule.css, rule.attr, bool(rule.many),
+                     type=getattr(rule, "type", "text"),
+                     currency=getattr(rule, "currency", None),
+                     date_format=getattr(rule, "date_format", None),
+                     jsonld=getattr(rule, "jsonld", None),
+                     microdata=getattr(rule, "microdata", None))
 
 
 def _page_type(page_type: Any) -> PageType:
@@ -49,7 +55,9 @@ def rules_for_site(
     traps: TrapRules | None = None,
 ) -> ParseRules:
     """Build ``ParseRules`` from ``site``, reading ``allowed_domains``, ``page_types`` (``name``,
-    ``url_pattern``, ``fields``, ``volatile``, ``listing`` with ``item``, ``link``, ``summary``)
+    ``url_pattern``, ``fields``, ``volatile``, ``listing`` with ``item``, ``link``, ``summary``;
+    each field rule's ``name``, ``css``, ``attr``, ``many`` and, when present, ``type``,
+    ``currency``, ``date_format``, ``jsonld``, ``microdata``)
     and ``limits`` (``max_depth``, ``max_url_length``, ``parse_bytes``, ``denied_extensions``,
     ``denied_url_patterns``). Session parameters and trap rules are not in the site file (yet):
     pass them here."""

@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
+from webcrawl.parse.structured import SYNTAXES
+from webcrawl.parse.typed import FIELD_TYPES
 from webcrawl.sites import _checks as check
 from webcrawl.sites._reader import Table
 from webcrawl.sites.schema import (
@@ -45,7 +48,8 @@ PAGE_TYPE_KEYS = ("name", "url_pattern", "tier", "fields", "volatile", "listing"
                   "value_field")
 VALUE_RULE_KEYS = ("url_pattern", "tier")
 VALUE_FIELD_KEYS = ("field", "tiers")
-FIELD_KEYS = ("css", "attr", "many")
+FIELD_KEYS = ("css", "attr", "many", "type", "currency", "format", "jsonld", "microdata")
+LINK_KEYS = ("css", "attr", "many")
 LISTING_KEYS = ("item", "link", "summary")
 LIMITS_KEYS = ("max_depth", "max_url_length", "parse_bytes", "max_download_bytes",
                "frontier_cap", "denied_extensions", "denied_url_patterns", "timeout_seconds")
@@ -167,8 +171,9 @@ def _page_types(root: Table) -> tuple[PageType, ...]:
             lt = t.table("listing", LISTING_KEYS)
             listing = ListingRule(
                 item=check.css(lt, lt.at("item"), lt.raw("item", "a CSS selector")),
-                link=_field(lt, "link", lt.data.get("link", "a"), default_attr="href"),
-                summary=_fields(lt.table("summary", None)),
+                link=_field(lt, "link", lt.data.get("link", "a"), default_attr="href",
+                            keys=LINK_KEYS),
+                summary=_fields(lt.table("summary", None), structured=False),
             )
         page_types.append(PageType(
             name=name,
@@ -183,18 +188,22 @@ def _page_types(root: Table) -> tuple[PageType, ...]:
                                                  r.raw("url_pattern", "a Python regular expression")),
                          tier=_tier(r, required=True))
                 for r in t.tables("value_rules", VALUE_RULE_KEYS)),
-            value_field=_value_field(t, names),
+            value_field=_value_field(t, fields),
         ))
     return tuple(page_types)
 
 
-def _value_field(page_type: Table, names: set[str]) -> TierField | None:
+def _value_field(page_type: Table, fields: tuple[FieldRule, ...]) -> TierField | None:
     """``value_field = {field = "<record field>", tiers = {"<value>" = <tier>, ...}}``."""
     if not page_type.has("value_field"):
         return None
     t = page_type.table("value_field", VALUE_FIELD_KEYS)
     name = _known(t, t.at("field"), t.raw("field", "the name of one of this page type's fields"),
-                  names=names)
+                  names={f.name for f in fields})
+    if any(f.name == name and f.type == "price" for f in fields):
+        others = sorted(f.name for f in fields if f.type != "price")
+        raise t.error(t.at("field"), name, f"a field that is not a price {others} (a price is "
+                      "a table of amount and currency, not a value to look up)")
     raw = t.raw("tiers", "a table of record values and their tiers, e.g. "
                 "{ bestseller = \"critical\", \"1\" = 3 }")
     if not isinstance(raw, dict) or not raw:
@@ -227,27 +236,63 @@ def _tier_value(t: Table, path: str, value: Any) -> int:
     raise t.error(path, value, expected)
 
 
-def _fields(t: Table) -> tuple[FieldRule, ...]:
+def _fields(t: Table, *, structured: bool = True) -> tuple[FieldRule, ...]:
     """A table of record fields: its keys are the user's field names."""
-    return tuple(_field(t, key, value) for key, value in t.data.items())
+    return tuple(_field(t, key, value, structured=structured) for key, value in t.data.items())
 
 
-def _field(parent: Table, key: str, value: Any, default_attr: str | None = None) -> FieldRule:
-    """``key = "css"`` (text) or ``key = {css = "...", attr = "...", many = true}``."""
+def _field(parent: Table, key: str, value: Any, default_attr: str | None = None, *,
+           keys: tuple[str, ...] = FIELD_KEYS, structured: bool = True) -> FieldRule:
+    """``key = "css"`` (text) or ``key = {css = "...", attr = "...", many = true, type = "...",
+    currency = "...", format = "...", jsonld = "...", microdata = "..."}`` (``keys`` allowed;
+    ``structured=False`` refuses the structured paths, for listing summaries)."""
     path = parent.at(key)
     check.name(parent, path, key)
     if isinstance(value, str):
         return FieldRule(key, check.css(parent, path, value), default_attr)
     if not isinstance(value, dict):
         raise parent.error(path, value, "a CSS selector string or a table {css = ..., attr = ...}")
-    t = Table(parent.source, path, value, FIELD_KEYS)
+    t = Table(parent.source, path, value, keys)
+    kind = t.choice("type", FIELD_TYPES, "text")
+    sources: dict[str, str] = {}
+    for syntax in SYNTAXES:
+        if t.has(syntax):
+            if not structured:
+                raise t.error(t.at(syntax), t.data[syntax], "css alone in a listing summary "
+                              "(it is read inside each item, not from the page's "
+                              "structured data)")
+            sources[syntax] = check.structured_path(t, t.at(syntax), t.data[syntax])
+    css = None
+    if t.has("css") or not sources:
+        expected = "a CSS selector" + (" (or a jsonld or microdata path)" if structured else "")
+        css = check.css(t, t.at("css"), t.raw("css", expected))
     attr = t.raw("attr", "an attribute name", default_attr)
+    if attr is not None and css is None:
+        raise t.error(t.at("attr"), attr, "css beside attr (attr names an attribute of the "
+                      "css match)", problem=f"got {attr!r} without css")
     return FieldRule(
         name=key,
-        css=check.css(t, t.at("css"), t.raw("css", "a CSS selector")),
+        css=css,
         attr=None if attr is None else check.attribute(t, t.at("attr"), attr),
         many=t.flag("many", False),
+        type=kind,
+        currency=_only_on(t, "currency", kind, "price", check.currency),
+        date_format=_only_on(t, "format", kind, "date", check.date_format),
+        jsonld=sources.get("jsonld"),
+        microdata=sources.get("microdata"),
     )
+
+
+def _only_on(t: Table, key: str, kind: str, wanted: str,
+             read: Callable[[Table, str, Any], str]) -> str | None:
+    """The value of ``key``, allowed only on a field of type ``wanted``."""
+    if not t.has(key):
+        return None
+    value = t.data[key]
+    if kind != wanted:
+        raise t.error(t.at(key), value, f"{key} only on a field of type {wanted!r}",
+                      problem=f"got {value!r} on a field of type {kind!r}")
+    return read(t, t.at(key), value)
 
 
 def _limits(t: Table) -> Limits:

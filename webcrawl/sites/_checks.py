@@ -1,4 +1,5 @@
-"""Format checks for single values of a site file: URLs, hosts, networks, regexes, selectors.
+"""Format checks for single values of a site file: URLs, hosts, networks, regexes, selectors,
+currency codes, structured-data paths, date formats.
 
 Each check takes the :class:`Table` the value came from (for the file name), the value's field path
 and the value; it returns the value in its typed form or raises the :class:`SiteConfigError` that
@@ -14,6 +15,9 @@ from urllib.parse import urlsplit
 
 from selectolax.lexbor import LexborHTMLParser, SelectolaxError
 
+from webcrawl.parse.amounts import CURRENCY_CODES
+from webcrawl.parse.structured import PATH_PATTERN
+from webcrawl.parse.typed import check_date_format
 from webcrawl.sites._reader import Table
 from webcrawl.sites.schema import Network
 
@@ -120,3 +124,26 @@ def dotted_path(value: str) -> bool:
 
 def has_contact(value: str) -> bool:
     return _CONTACT.search(value) is not None
+
+
+def currency(t: Table, path: str, value: Any) -> str:
+    """An ISO 4217 currency code, in capitals."""
+    if not isinstance(value, str) or value not in CURRENCY_CODES:
+        raise t.error(path, value, "an ISO 4217 currency code in capitals, e.g. 'EUR' or 'USD'")
+    return value
+
+
+def structured_path(t: Table, path: str, value: Any) -> str:
+    """A path into a page's structured data: a schema.org type, then keys."""
+    if not isinstance(value, str) or not PATH_PATTERN.fullmatch(value):
+        raise t.error(path, value, "a schema.org type then dotted keys, e.g. "
+                      "'Product.offers.price'")
+    return value
+
+
+def date_format(t: Table, path: str, value: Any) -> str:
+    """A ``strptime`` format that reads a day, a month and a year."""
+    if not isinstance(value, str) or not check_date_format(value):
+        raise t.error(path, value, "a strptime format with day, month and year, e.g. "
+                      "'%d/%m/%Y'")
+    return value

@@ -63,13 +63,22 @@ class FieldRule:
     """One record field: the text (``attr is None``) or an attribute of the nodes ``css`` matches.
 
     ``css`` parses with selectolax (Lexbor). ``many`` keeps every match as a list; otherwise the
-    first match is the value.
+    first match is the value. ``type`` is one of ``FIELD_TYPES`` (``webcrawl.parse.typed``);
+    ``currency`` (an ISO 4217 code) only on a ``price``, ``date_format`` (a ``strptime`` format
+    with day, month and year) only on a ``date``. ``jsonld`` and ``microdata`` are paths
+    (``Type.key.key``) into the page's structured data, read before ``css``; ``css`` is ``None``
+    only beside one of them. Listing summaries and links have no structured paths.
     """
 
     name: str
-    css: str
+    css: str | None = None
     attr: str | None = None
     many: bool = False
+    type: str = "text"
+    currency: str | None = None
+    date_format: str | None = None
+    jsonld: str | None = None
+    microdata: str | None = None
 
 
 @dataclass(frozen=True)
@@ -95,8 +104,9 @@ class TierRule:
 @dataclass(frozen=True)
 class TierField:
     """The tier named by a field of the extracted record: its value (text, stripped; a number
-    or boolean as TOML would write it) looked up in ``tiers``. A value not listed, or a missing
-    field, leaves the tier to the URL rules and the page type."""
+    or boolean as TOML would write it, a whole float without ``.0``) looked up in ``tiers``. A
+    value not listed, or a missing field, leaves the tier to the URL rules and the page type.
+    The field is never a ``price`` (a table, not a value)."""
 
     field: str
     tiers: tuple[tuple[str, int], ...]
@@ -109,7 +119,12 @@ class TierField:
             value = value[0] if value else None
         if value is None:
             return None
-        text = ("true" if value else "false") if isinstance(value, bool) else str(value).strip()
+        if isinstance(value, bool):
+            text = "true" if value else "false"
+        elif isinstance(value, float) and value.is_integer():
+            text = str(int(value))  # a number field's 3.0 is looked up as "3"
+        else:
+            text = str(value).strip()
         for key, tier in self.tiers:
             if key == text:
                 return tier
