@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import socket
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -28,7 +29,7 @@ from tests.test_pipelines_recordhash import (  # noqa: F401
 )
 from webcrawl.commands.body import Command, parse_time
 from webcrawl.demo.catalog import DAY
-from webcrawl.store import BodyReader
+from webcrawl.store import BodyReader, BodyWriter, Pointer, SiteBodyStore, bodies_folder
 
 
 @dataclass
@@ -85,12 +86,12 @@ def test_verify_finds_a_flipped_byte(scenario, tmp_path):
     assert ok.returncode == 0 and b"0 corrupt ranges" in ok.stdout
     damaged = tmp_path / "data"
     shutil.copytree(scenario.data, damaged)
-    segment = damaged / "demo" / "bodies" / "00000000.seg"
+    segment = damaged / "demo" / "bodies" / "w0" / "00000000.seg"  # the crawls' writer folder
     raw = bytearray(segment.read_bytes())
     raw[len(raw) // 2] ^= 0x40
     segment.write_bytes(bytes(raw))
     bad = scrapy("demo", "--verify", data=damaged)
-    assert bad.returncode == 1 and b"corrupt:" in bad.stdout
+    assert bad.returncode == 1 and b"corrupt: w0/segment 0 bytes " in bad.stdout
 
 
 def test_warc_export_holds_each_urls_latest_body(scenario, tmp_path):
@@ -130,6 +131,9 @@ def run_in_process(data: Path, *argv: str) -> int:
 @pytest.mark.parametrize(("args", "status", "message"), [
     (("demo", "http://127.0.0.3:1/never"), 1, "no stored body of http://127.0.0.3:1/never"),
     (("demo", "http://x.example/", "--verify"), 2, "exactly one of"),
+    (("demo", "http://x.example/", "--pointer", "0:0:10"), 2, "exactly one of"),
+    (("demo", "--pointer", "w0/0:0:10"), 2, "--pointer: not a body-store pointer: 'w0/0:0:10'"),
+    (("demo", "--pointer", "0:0:10", "--as-of", "1"), 2, "--as-of does not apply to --pointer"),
     (("demo",), 2, "exactly one of"),
     (("demo", "http://x.example/", "--as-of", "yesterday"), 2, "--as-of 'yesterday'"),
     (("../etc", "--verify"), 2, "cannot name a folder"),
@@ -147,3 +151,58 @@ def test_errors_name_the_problem(scenario, capsys, args, status, message):
 ])
 def test_parse_time(text, expected):
     assert parse_time(text) == expected
+
+
+@dataclass
+class TwoWriters:
+    data: Path
+    pointers: dict[str, Pointer]
+
+
+URL = "https://shop.example/product/1"
+
+
+@pytest.fixture
+def two_writers(tmp_path: Path) -> TwoWriters:
+    """A site store written by two crawl processes at once (two writer folders) over a store of
+    the layout before writer folders (segments in bodies/, bare pointers)."""
+    folder = bodies_folder(tmp_path / "data", "shop")
+    with BodyWriter(folder) as legacy:
+        oldest = legacy.append(URL, b"<p>legacy</p>", fetch_time=1_700_000_000.0)
+    with SiteBodyStore(folder) as first, SiteBodyStore(folder) as second:
+        older = first.append(URL, b"<p>first</p>", fetch_time=1_700_000_060.0)
+        newest = second.append(URL, b"<p>second</p>", fetch_time=1_700_000_120.0)
+        first.append(URL + "?other", b"<p>other</p>", fetch_time=1_700_000_180.0)
+    assert (older.writer, newest.writer) == ("w0", "w1")
+    return TwoWriters(tmp_path / "data", {"oldest": oldest, "older": older, "newest": newest})
+
+
+def test_reads_every_writer_folder_of_a_site(two_writers, capsys):
+    latest = scrapy("shop", URL, data=two_writers.data)
+    assert latest.returncode == 0, latest.stderr
+    assert latest.stdout == b"<p>second</p>"  # the newest of both writers
+    for as_of, name in (("1700000090", "older"), ("1700000030", "oldest")):
+        assert run_in_process(two_writers.data, "shop", URL, "--as-of", as_of, "--meta") == 0
+        assert f"pointer: {two_writers.pointers[name]}\n" in capsys.readouterr().out
+    assert run_in_process(two_writers.data, "shop", "--verify") == 0
+    assert "3 segments, 4 records ok" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("name", ["oldest", "older", "newest"])
+def test_reads_the_body_at_a_pointer(two_writers, capsys, name):
+    pointer = two_writers.pointers[name]
+    assert run_in_process(two_writers.data, "shop", "--pointer", str(pointer), "--meta") == 0
+    out = capsys.readouterr().out
+    assert f"url: {URL}\n" in out and f"pointer: {pointer}\n" in out
+
+
+def test_a_pointer_of_another_machine_is_one_clear_line(two_writers):
+    newest = two_writers.pointers["newest"]
+    elsewhere = newest.bare().located("crawl-7", newest.writer)
+    done = scrapy("shop", "--pointer", str(elsewhere), data=two_writers.data)
+    assert done.returncode == 1 and done.stdout == b""
+    lines = done.stderr.decode().splitlines()
+    assert lines == [f"error: body {elsewhere} is stored on machine 'crawl-7', not on this one "
+                     f"({socket.gethostname()!r}): read it on crawl-7"]
+    here = scrapy("shop", "--pointer", str(newest), data=two_writers.data)
+    assert here.returncode == 0 and here.stdout == b"<p>second</p>"

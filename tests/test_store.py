@@ -218,13 +218,42 @@ def test_unframable_values(tmp_path: Path, kwargs: dict[str, object], message: s
     assert verify(tmp_path).records_ok == 1
 
 
-def test_pointer_text_form() -> None:
-    pointer = Pointer(3, 1024, 77)
-    assert str(pointer) == "3:1024:77"
-    assert Pointer.parse("3:1024:77") == Pointer.parse(b"3:1024:77") == pointer
-    for bad in ("", "1:2", "a:b:c", "1:2:0", "-1:2:3", "1:2:3:4"):
-        with pytest.raises(ValueError, match="not a body-store pointer"):
-            Pointer.parse(bad)
+@pytest.mark.parametrize(
+    ("text", "pointer"),
+    [
+        ("3:1024:77", Pointer(3, 1024, 77)),  # bare: the legacy folder, or a BodyWriter's own
+        ("crawl-1/w0/3:1024:77", Pointer(3, 1024, 77, machine="crawl-1", writer="w0")),
+        ("host.example.org/w12/0:0:1", Pointer(0, 0, 1, machine="host.example.org", writer="w12")),
+        ("ü:x/w3/1:2:3", Pointer(1, 2, 3, machine="ü:x", writer="w3")),
+    ],
+)
+def test_pointer_text_round_trip(text: str, pointer: Pointer) -> None:
+    assert str(pointer) == text
+    assert Pointer.parse(text) == Pointer.parse(text.encode()) == pointer
+    assert pointer.bare() == Pointer(pointer.segment, pointer.offset, pointer.length)
+    assert pointer.bare().located(pointer.machine, pointer.writer) == pointer
+    assert pointer.is_bare == ("/" not in text)
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "", "1:2", "a:b:c", "1:2:0", "-1:2:3", "1:2:3:4",
+        "m/w0/1:2", "/w0/1:2:3", "m//1:2:3", "w0/1:2:3", "m/w0/x/1:2:3", "m/w0/",
+        "m/x0/1:2:3", "m/w01/1:2:3", "m/../1:2:3", "two words/w0/1:2:3", "tab\t/w0/1:2:3",
+    ],
+)
+def test_pointer_text_that_is_not_a_pointer(bad: str) -> None:
+    with pytest.raises(ValueError, match="not a body-store pointer"):
+        Pointer.parse(bad)
+
+
+def test_pointer_order_and_half_located_pointers() -> None:
+    # Within a folder, pointers order by position: write order.
+    assert Pointer(0, 10, 5) < Pointer(0, 20, 1) < Pointer(1, 0, 1)
+    assert Pointer(9, 0, 1) < Pointer(0, 0, 1, machine="m", writer="w0") < Pointer(0, 0, 1, machine="m", writer="w1")
+    with pytest.raises(ValueError, match="both a machine and a writer"):
+        Pointer(1, 2, 3, machine="m")
 
 
 def test_body_hash_is_stable() -> None:

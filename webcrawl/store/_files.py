@@ -1,7 +1,8 @@
-"""File names in a store folder, its writer lock, and the write and fsync helpers.
+"""File names in a writer folder, its writer lock, and the write and fsync helpers.
 
-A store folder holds ``<id>.seg`` segments (ids count up from 0, zero-padded so a listing sorts),
-``<id>.idx`` indexes of sealed segments, and a ``LOCK`` file a writer holds.
+A writer folder (or the legacy ``bodies/`` itself, :mod:`webcrawl.store.layout`) holds ``<id>.seg``
+segments (ids count up from 0, zero-padded so a listing sorts), ``<id>.idx`` indexes of sealed
+segments, and a ``LOCK`` file its writer holds.
 """
 
 from __future__ import annotations
@@ -68,7 +69,8 @@ def lock_folder(folder: Path) -> int:
         os.close(fd)
         raise StoreLockedError(
             f"body store {folder} has a writer already (LOCK is held); "
-            "one writer per folder: give each process its own folder"
+            "one writer per folder: open the site's store with SiteBodyStore, which gives each "
+            "process a folder of its own"
         ) from None
     return fd
 

@@ -25,7 +25,8 @@ from dataclasses import dataclass
 
 import snappy  # type: ignore[import-untyped]
 
-from webcrawl.store.records import Pointer, RecordMeta
+from webcrawl.store.pointer import Pointer
+from webcrawl.store.records import RecordMeta
 
 MAGIC = b"\x89WCB"
 VERSION = 1

@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from webcrawl.store._format import MAGIC, Head, decode_body, meta_of, parse_head, payload_ok
-from webcrawl.store.records import Damage, Pointer, RecordMeta
+from webcrawl.store.pointer import Pointer
+from webcrawl.store.records import Damage, RecordMeta
 
 
 @dataclass(slots=True)

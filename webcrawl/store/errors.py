@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from webcrawl.store.records import Pointer
+from webcrawl.store.pointer import Pointer
 
 
 class StoreError(Exception):
@@ -23,4 +23,23 @@ class CorruptRecordError(StoreError):
 
 
 class StoreLockedError(StoreError):
-    """Another writer holds the store folder; one writer per folder keeps segments consistent."""
+    """Another writer holds the folder; one writer per folder keeps segments consistent.
+
+    :class:`~webcrawl.store.SiteBodyStore` never raises it: it moves on to the next writer folder.
+    """
+
+
+class ForeignPointerError(StoreError):
+    """The pointer names a body in another machine's store; only that machine can read it.
+
+    ``pointer`` is the pointer, ``machine`` the machine holding the body, ``here`` this reader's.
+    """
+
+    def __init__(self, pointer: Pointer, here: str) -> None:
+        self.pointer = pointer
+        self.machine = pointer.machine
+        self.here = here
+        super().__init__(
+            f"body {pointer} is stored on machine {pointer.machine!r}, not on this one ({here!r}): "
+            f"read it on {pointer.machine}"
+        )

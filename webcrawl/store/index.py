@@ -21,7 +21,8 @@ import zlib
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from webcrawl.store.records import Pointer, RecordMeta
+from webcrawl.store.pointer import Pointer
+from webcrawl.store.records import RecordMeta
 
 MAGIC = b"\x89WCI"
 VERSION = 1

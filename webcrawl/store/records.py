@@ -1,38 +1,10 @@
-"""The values the body store hands out: pointers, record metadata, stored bodies, reports."""
+"""The values the body store hands out besides pointers: record metadata, stored bodies, damage, reports."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-
-@dataclass(frozen=True, slots=True, order=True)
-class Pointer:
-    """Where one record lives: segment id, byte offset in it, whole record length in bytes.
-
-    ``str(pointer)`` is a compact ``"segment:offset:length"`` form meant for a page history in
-    Redis; :meth:`parse` turns it back. Pointers order by position, which is also write order.
-    """
-
-    segment: int
-    offset: int
-    length: int
-
-    def __str__(self) -> str:
-        return f"{self.segment}:{self.offset}:{self.length}"
-
-    @classmethod
-    def parse(cls, text: str | bytes) -> Pointer:
-        """The inverse of ``str()``; ``ValueError`` naming the text when it is not a pointer."""
-        if isinstance(text, bytes):
-            text = text.decode("ascii", "replace")
-        parts = text.split(":")
-        try:
-            segment, offset, length = (int(p) for p in parts)
-        except ValueError:
-            raise ValueError(f"not a body-store pointer: {text!r} (expected 'segment:offset:length')") from None
-        if segment < 0 or offset < 0 or length <= 0:
-            raise ValueError(f"not a body-store pointer: {text!r} (negative or empty)")
-        return cls(segment, offset, length)
+from webcrawl.store.pointer import Pointer
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,12 +30,21 @@ class StoredBody(RecordMeta):
 
 @dataclass(frozen=True, slots=True)
 class Damage:
-    """A byte range of a segment that holds no servable record, and why."""
+    """A byte range of a segment that holds no servable record, and why.
+
+    ``writer`` names the writer folder holding the segment (empty: the legacy folder, or the one
+    folder a :class:`~webcrawl.store.BodyWriter` was given).
+    """
 
     segment: int
     offset: int
     length: int
     reason: str
+    writer: str = ""
+
+    def __str__(self) -> str:
+        where = f"{self.writer}/" if self.writer else ""
+        return f"{where}segment {self.segment} bytes {self.offset}..{self.offset + self.length}: {self.reason}"
 
 
 @dataclass(slots=True)

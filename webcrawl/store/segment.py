@@ -1,6 +1,7 @@
-"""The writer: appends framed, snappy-compressed bodies to rotating segment files.
+"""The writer of one folder: appends framed, snappy-compressed bodies to rotating segment files.
 
-One writer per store folder (an exclusive ``flock`` on ``LOCK`` enforces it; readers take no lock).
+One writer per folder (an exclusive ``flock`` on ``LOCK`` enforces it; readers take no lock). A
+site's store gives each writing process a folder of its own: :mod:`webcrawl.store.sitestore`.
 Opening a writer recovers the folder first: the active segment is scanned, a torn tail is cut,
 corrupt records are logged and reported in :attr:`BodyWriter.recovery`; a sealed segment whose
 index sidecar is missing (a crash between sealing and writing it) gets one rebuilt.
@@ -22,7 +23,8 @@ from webcrawl.store._format import Headers, encode
 from webcrawl.store._scan import scan_segment
 from webcrawl.store.errors import StoreError
 from webcrawl.store.index import Entry, encode_index, entry_of, load_index, url_key
-from webcrawl.store.records import Damage, Pointer, VerifyReport
+from webcrawl.store.pointer import Pointer
+from webcrawl.store.records import Damage, VerifyReport
 
 logger = logging.getLogger(__name__)
 
@@ -31,7 +33,9 @@ DEFAULT_SEGMENT_BYTES = 64 * 1024 * 1024
 
 
 class BodyWriter:
-    """Append bodies to the store in ``folder`` (the caller passes ``<data dir>/<site>/bodies/``).
+    """Append bodies to the segments in ``folder`` (a writer folder, ``<data dir>/<site>/bodies/w<n>``,
+    as :class:`~webcrawl.store.SiteBodyStore` claims it; or any folder of one's own). Pointers are
+    bare: relative to ``folder``.
 
     ``segment_bytes``: a segment is sealed and a new one started before a record would take it past
     this size (a record bigger than that gets a segment of its own). ``fsync``: ``"always"`` syncs

@@ -16,8 +16,9 @@ from warcio.warcwriter import WARCWriter  # type: ignore[import-untyped]
 
 import webcrawl
 from webcrawl.store.errors import CorruptRecordError
+from webcrawl.store.pointer import Pointer
 from webcrawl.store.reader import BodyReader
-from webcrawl.store.records import Pointer, StoredBody
+from webcrawl.store.records import StoredBody
 
 logger = logging.getLogger(__name__)
 
@@ -54,7 +55,8 @@ def export_warc(
     as_of: float | None = None,
     gzip: bool = True,
 ) -> ExportReport:
-    """Write each URL's newest body (at or before ``as_of``) in the store at ``folder`` to ``out``.
+    """Write each URL's newest body (at or before ``as_of``) in the site store at ``folder``, all
+    its writer folders on this machine, to ``out``.
 
     ``out`` is a path or a binary file; records are gzipped one by one (``.warc.gz``) unless
     ``gzip`` is false. A warcinfo record comes first, then one ``response`` record per URL with
