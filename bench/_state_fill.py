@@ -20,7 +20,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from webcrawl.state.hosts import finished_op
-from webcrawl.state.pagestore import body_op, interval_op, observe_op
+from webcrawl.change.events import encode_record
+from webcrawl.state.pagestore import EventArgs, interval_op, observe_op
 from webcrawl.state.batch import WriteBatch
 from webcrawl.state.queue import CrawlQueue, Entry
 
@@ -71,6 +72,16 @@ def payload(url: str) -> str:
                        "cb_kwargs": {}}, separators=(",", ":"))
 
 
+def shop_record(rng: random.Random) -> dict[str, object]:
+    """A product record as a shop's site file extracts it (about 170 bytes of JSON)."""
+    return {"name": f"{rng.choice(('Alpine', 'Cedar', 'Ember'))} {rng.choice(('Kettle', 'Lamp'))} "
+                    f"{rng.randint(1, 999)}",
+            "price": {"amount": round(rng.uniform(3, 900), 2), "currency": "EUR"},
+            "availability": rng.choice(("InStock", "OutOfStock", "LimitedAvailability")),
+            "sku": f"SKU-{rng.getrandbits(40):010x}", "category": rng.choice(("Kitchen", "Garden")),
+            "rating": round(rng.uniform(1, 5), 1)}
+
+
 @dataclass
 class Filler:
     """Drives a runtime-like set of state objects: ``queue``, ``batch`` (no schedule: flushed
@@ -105,13 +116,14 @@ class Filler:
                 etag = f'"{rng.getrandbits(48):x}-{rng.getrandbits(32):x}"' if rng.random() < 0.67 else None
                 modified = "Tue, 14 Jan 2025 10:22:31 GMT" if rng.random() < 0.5 else None
                 t = now + done * 1e-3
+                pointer = f"crawl-1/w0/{done // 50_000}:{rng.getrandbits(30)}:{rng.randint(2_000, 60_000)}"
                 self.batch.land(item.host, observe_op(
                     url, full=True, time=t, record_hash=f"{rng.getrandbits(64):016x}",
                     validators=(etag, modified), type_id=1 + done % 3,
-                    billed=float(rng.randint(5_000, 120_000))))
-                self.batch.land(item.host, body_op(
-                    url, f"{done // 50_000}:{rng.getrandbits(30)}:{rng.randint(2_000, 60_000)}",
-                    f"{rng.getrandbits(256):064x}", t))
+                    billed=float(rng.randint(5_000, 120_000)),
+                    event=EventArgs(site="bench", page_type="product", url=url, status=200,
+                                    record=encode_record(shop_record(rng)), pointer=pointer,
+                                    body8=rng.getrandbits(64).to_bytes(8, "little"))))
                 self.batch.land(item.host, finished_op())
                 self.batch.ack(item.shard, owner, item.lease)
                 done += 1

@@ -43,7 +43,7 @@ from webcrawl.state.scripts import ScriptSet
 from webcrawl.state.seen import BloomParams
 
 TARGET = 256
-PARTS = {"page record": "pages", "validators": "validators", "body pointer": "bodies",
+PARTS = {"page record": "pages", "validators": "validators", "latest record": "records",
          "due-queue member": "due", "seen-filter slice": "seen"}
 HOST_KEYS = ("next", "ready_due", "ready_new", "health", "delay", "seen_meta", "queued", "seq")
 

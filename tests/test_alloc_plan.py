@@ -140,9 +140,12 @@ def test_detectors_are_read_on_their_share() -> None:
     result = plan(alloc_input(rows, host, budget_rate=1.0, seed=seed, sitemap_trusted=trusted))
     # Sitemaps every sitemap period, four times as often where their dates are trusted.
     assert result.interval[:2].tolist() == pytest.approx([900.0, 225.0])
-    # Listing pages and seeds share what the sitemaps leave of the detectors' 10%.
+    # Listing pages and seeds share what the sitemaps leave of the detectors' 10%, each read in
+    # proportion to the square root of its estimated change rate (cost 1 each).
     left = 0.1 * 1.0 - (1 / 900 + 1 / 225)
-    assert result.interval[2:4].tolist() == pytest.approx([2 / left] * 2)
+    reads = 1 / result.interval[2:4]
+    assert reads.sum() == pytest.approx(left)
+    assert reads[0] / reads[1] == pytest.approx(np.sqrt(result.rate[2] / result.rate[3]))
     assert result.figures["plan:detectors"] == pytest.approx(0.1)
 
     # A share too small for the sitemaps' period: they are read more slowly, within the share,

@@ -33,6 +33,7 @@ from webcrawl.middlewares.conditional import ConditionalRequestMiddleware, NotMo
 from webcrawl.sites.schema import Trust, TrustRule
 from webcrawl.state.hosts import validator_op
 from webcrawl.state.pagestore import observe_op
+from webcrawl.state.records import MOVED
 
 C = "webcrawl/conditional/"
 
@@ -50,6 +51,7 @@ class Scenario:
     pages: dict[str, Any]
     trust: dict[str, ValidatorTrust]
     answers: dict[str, int]  # answers the server gave for each page over the four crawls
+    moved_state: int  # the outdated URL's lifecycle state after the crawls
 
 
 def host_of(url: str) -> str:
@@ -106,15 +108,17 @@ def scenario(tmp_path_factory, module_shop, module_redis, state) -> Scenario:
     pages = {u: state.record(u) for u in urls}
     trust = {host_of(u): state.hosts.validators(host_of(u)) for u in urls}
     return Scenario(still, moving, ignoring, lying, (old, target), changed, crawls, statuses, pages,
-                    trust, answers)
+                    trust, answers, state.record(old).state)
 
 
 def test_first_crawl_sends_validators_only_for_a_known_page_and_not_past_its_redirect(scenario):
     stats = scenario.crawls[0].stats
     assert stats[C + "sent"] == 1 and C + "not_modified" not in stats  # the outdated URL's own
     old, target = scenario.redirected
-    row = next(r for r in scenario.crawls[0].feed if r["url"] == target)
-    assert row["change"] == "new"  # its validators did not follow it to the target's URL
+    # The known page moved (301): one "moved" event; its validators did not follow it.
+    [row] = [r for r in scenario.crawls[0].feed if r["moved_to"] == target]
+    assert (row["kind"], row["url"]) == ("moved", old)
+    assert scenario.moved_state == MOVED
 
 
 def test_an_honest_host_earns_trust_through_verified_304s(scenario):

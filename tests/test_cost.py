@@ -113,7 +113,7 @@ def test_retry_after_seconds_or_http_date() -> None:
 
 def test_backoff_is_exponential_capped_and_retry_after_first(runtime: CrawlRuntime) -> None:
     def bad(retry_after: float | None = None) -> tuple[int, float]:
-        streak, _, hold, _ = land(runtime, "a.test", attempt_op(
+        streak, _, hold, *_ = land(runtime, "a.test", attempt_op(
             False, retry_after=retry_after, base=2.0, maximum=30.0, half_life=600.0, time=1.8e9))
         return int(streak), float(hold)
 

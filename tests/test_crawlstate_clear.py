@@ -55,7 +55,7 @@ def test_queue_then_everything(shop: ServerProcess, redis_url: str, tmp_path: Pa
     # (No deferred requests: work the budget cannot pay for yet waits in the queue.)
     assert [listed[name] for name in ("frontiers", "ready hosts", "leases")] == [0, 0, 0]
     assert listed["page records"] > 0 and listed["cycles"] == 1  # the rest was kept
-    assert listed["stored-body index"] > 0 and listed["seen filter"] > 0
+    assert listed["latest records"] > 0 and listed["change events"] > 0 and listed["seen filter"] > 0
 
     cleared = scrapy(["crawlstate", CRAWL, "--clear", "-y", *common], tmp_path)
     assert cleared.returncode == 0 and "everything the crawl knows cleared" in cleared.stdout

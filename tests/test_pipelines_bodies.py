@@ -1,17 +1,19 @@
-"""BodyStorePipeline end to end: bodies of a real crawl of the demo shop stored only when their
-content changed (record hash, or body hash by setting), read back whole, the crawl state
-pointing at each page's latest one (land operation "B"); hostile bodies (empty, huge, binary,
-invalid UTF-8) stored faithfully."""
+"""The bodies the record-hash pipeline keeps (webcrawl.pipelines._bodies) end to end: bodies of a
+real crawl of the demo shop stored only when their content changed (record hash, or body hash by
+setting), before the landing, read back whole; each change event pointing at its stored body and
+each page record holding its latest stored body's hash; hostile bodies (empty, huge, binary,
+invalid UTF-8) stored faithfully; a crawl beside another writer of the site's store (another
+process of the machine) stores its bodies in a writer folder of its own."""
 
 from __future__ import annotations
 
+import socket
 import urllib.request
 from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
-from tests.runtimes import host_of
 from tests.test_pipelines_recordhash import (  # noqa: F401
     DEMO_FIELDS,
     HONEST,
@@ -24,10 +26,10 @@ from tests.test_pipelines_recordhash import (  # noqa: F401
 )
 from webcrawl.change import record_hash
 from webcrawl.parse import PageParser, rules_for_site
-from webcrawl.pipelines.bodystore import BodyStorePipeline, bodies_folder
+from webcrawl.pipelines._bodies import BodyKeeper
 from webcrawl.sites import load_site_file
 from webcrawl.state.pagestore import hash_bytes
-from webcrawl.store import BodyReader, Pointer, body_hash, verify
+from webcrawl.store import BodyReader, Pointer, SiteBodyStore, StoredBody, bodies_folder, body_hash, verify
 
 LIMIT = 1024 * 1024
 B = "webcrawl/bodies/"
@@ -41,16 +43,18 @@ class Scenario:
     served: dict[str, bytes]  # what the shop serves at the deterministic URLs
     crawls: list[Crawl]
     pages: dict[str, Any]
-    bodies: dict[str, tuple[str, str, float]]  # url -> (pointer, body hash, fetch time) in Redis
+    pointers: dict[str, str]  # url -> the body pointer its "new" event recorded
     folder: Any
     site_file: str
     port: int
+    aside: StoredBody  # what the other writer stored during the first crawl
 
 
 @pytest.fixture(scope="module")
 def scenario(tmp_path_factory, module_shop, module_redis, state) -> Scenario:
     """Three crawls: record mode twice (nothing changed between them), then body mode; before
-    the second and third every page is made due."""
+    the second and third every page is made due. During the first, another writer (this test's
+    process, as a second crawl process would) holds the site's first writer folder."""
     shop, (redis_url, _) = module_shop, module_redis
     tmp = tmp_path_factory.mktemp("bodystore")
     products = [shop.product(i) for i in shop.on_host(HONEST, 3)]
@@ -61,16 +65,25 @@ def scenario(tmp_path_factory, module_shop, module_redis, state) -> Scenario:
     store = {"WEBCRAWL_CONDITIONAL_ENABLED": False, "WEBCRAWL_BODY_STORE_MAX_BYTES": LIMIT,
              "WEBCRAWL_BODY_STORE_SEGMENT_MB": 0.1, "WEBCRAWL_BODY_STORE_FSYNC": "always"}
     site_file = files_site(tmp)
-    crawls = [crawl(tmp, shop, redis_url, urls, "1", site_file=site_file, **store)]
+    folder = bodies_folder(tmp / "data", "demo")
+    with SiteBodyStore(folder, fsync="always") as other:
+        assert other.writer == "w0"
+        aside = other.append("http://elsewhere.example/", b"stored by another process", fetch_time=1.0)
+        crawls = [crawl(tmp, shop, redis_url, urls, "1", site_file=site_file, **store)]
     state.make_due(urls)
     crawls.append(crawl(tmp, shop, redis_url, urls, "2", site_file=site_file, **store))
     state.make_due(urls)
     crawls.append(crawl(tmp, shop, redis_url, urls, "3", site_file=site_file,
                         WEBCRAWL_BODY_STORE_CHANGE="body", **store))
     pages = {u: state.record(u) for u in urls}
-    bodies = {u: state.pages.body(u, host_of(u)) for u in urls}
-    return Scenario(products, hostile, served, crawls, pages, bodies,
-                    bodies_folder(tmp / "data", "demo"), str(site_file), shop.server.port)
+    from webcrawl.state.eventlog import EventLog
+
+    pointers = {d.event["canonical_url"]: d.fields["b"]
+                for d in EventLog(state.client, state.layout).entries() if d.event["kind"] == "new"}
+    with BodyReader(folder) as reader:
+        stored_aside = reader.read(aside)
+    return Scenario(products, hostile, served, crawls, pages, pointers, folder, str(site_file),
+                    shop.server.port, stored_aside)
 
 
 def test_first_bodies_are_stored_and_read_back_whole(scenario):
@@ -92,6 +105,21 @@ def test_first_bodies_are_stored_and_read_back_whole(scenario):
             assert digest == oldest.content_hash and hash_bytes(digest) == page.hash
 
 
+def test_a_crawl_beside_another_writer_stores_in_a_folder_of_its_own(scenario):
+    assert scenario.crawls[0].stats[B + "stored"] == 7 and B + "errors" not in scenario.crawls[0].stats
+    assert scenario.aside.body == b"stored by another process"
+    # The first bodies went to w1 (w0 was held); the third crawl's to w0 (free again by then).
+    # Each pointer names this machine, and each "new" event points at its page's first body.
+    with BodyReader(scenario.folder) as reader:
+        for url, pointer in scenario.pointers.items():
+            parsed = Pointer.parse(pointer)
+            assert parsed.machine == socket.gethostname() and parsed.writer == "w1"
+            assert reader.read(parsed).url == url
+        for url in scenario.products:  # versions merged across both writer folders
+            assert [m.pointer.writer for m in reader.versions(url)] == ["w0", "w1"]
+    assert set(scenario.pointers) == set(scenario.products) | set(scenario.hostile.values())
+
+
 def test_unchanged_content_is_not_stored_again(scenario):
     second = scenario.crawls[1].stats
     assert second["webcrawl/records/unchanged"] == 7
@@ -106,8 +134,8 @@ def test_body_mode_stores_what_differs_byte_for_byte(scenario):
         for url in scenario.products:
             newest = reader.lookup(url)
             assert newest is not None and newest.content_hash == body_hash(newest.body)
-            pointer, digest, when = scenario.bodies[url]
-            assert (pointer, digest, when) == (str(newest.pointer), newest.content_hash, newest.fetch_time)
+            # The page record keeps the latest stored body's hash: the next body-mode test.
+            assert scenario.pages[url].body8.hex() == newest.content_hash[:16]
             older = reader.lookup(url, as_of=newest.fetch_time - 1e-3)
             assert older is not None and older.fetch_time < newest.fetch_time
             assert older.body != newest.body
@@ -119,7 +147,8 @@ def test_hostile_bodies_are_stored_exactly(scenario, kind):
     with BodyReader(scenario.folder) as reader:
         stored = reader.lookup(url)
     assert stored is not None and stored.body == scenario.served[url]
-    assert scenario.bodies[url][0] == str(stored.pointer)
+    assert scenario.pointers[url] == str(stored.pointer)
+    assert scenario.pages[url].body8.hex() == body_hash(stored.body)[:16]
 
 
 def test_a_huge_body_is_truncated_for_parsing_and_stored_within_the_limit(scenario):
@@ -136,17 +165,18 @@ def test_a_huge_body_is_truncated_for_parsing_and_stored_within_the_limit(scenar
 
 def test_the_store_verifies_and_rotated_segments(scenario):
     report = verify(scenario.folder)
-    assert report.ok and report.records_ok == 10 and report.torn_bytes == 0
+    assert report.ok and report.records_ok == 11 and report.torn_bytes == 0  # 10 and the other writer's
     assert report.segments >= 3  # 100 KB segments rotate
-    assert Pointer.parse(scenario.bodies[scenario.hostile["huge"]][0]).length > 0
+    assert Pointer.parse(scenario.pointers[scenario.hostile["huge"]]).length > 0
 
 
 def test_bad_settings_are_refused(redis_client):
     for kwargs, name in (({"change": "html"}, "WEBCRAWL_BODY_STORE_CHANGE"),
                          ({"max_bytes": -1}, "WEBCRAWL_BODY_STORE_MAX_BYTES"),
                          ({"fsync": "sometimes"}, "WEBCRAWL_BODY_STORE_FSYNC"),
-                         ({"segment_bytes": 0}, "WEBCRAWL_BODY_STORE_SEGMENT_MB")):
+                         ({"segment_bytes": 0}, "WEBCRAWL_BODY_STORE_SEGMENT_MB"),
+                         ({"machine": "two words"}, "WEBCRAWL_MACHINE_NAME: machine name 'two words'")):
         with pytest.raises(ValueError, match=name):
-            BodyStorePipeline(None, None, "/tmp", **kwargs)  # type: ignore[arg-type]
+            BodyKeeper(None, "/tmp", **kwargs)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="cannot name a folder"):
         bodies_folder("/tmp", "../x")

@@ -1,10 +1,10 @@
-"""RecordHashPipeline and DropUnchangedPipeline end to end: the demo shop on loopback hosts (real
+"""RecordHashPipeline and EventFeedPipeline end to end: the demo shop on loopback hosts (real
 HTTP, time frozen until a test moves it), a real redis-server, and real Scrapy crawls in
 subprocesses (the site's own spider on chosen pages, the project's scheduler, middlewares and
 pipelines; no allocator: the test makes pages due as it would) whose feeds, stats and page
 records are read back. Then the pipeline in-process for the branches a crawl rarely takes.
 
-The harness (``Shop``, ``crawl``, ``state``) is shared with test_pipelines_bodystore.py,
+The harness (``Shop``, ``crawl``, ``state``) is shared with test_pipelines_bodies.py,
 test_conditional.py and test_body_command.py.
 """
 
@@ -35,13 +35,8 @@ from webcrawl.demo.server import Headers, MultiHostServer, Response
 from webcrawl.demo.shop import ShopSite
 from webcrawl.items import EXPORTED_FIELDS, PageItem
 from webcrawl.middlewares.conditional import ConditionalRequestMiddleware
-from webcrawl.pipelines.bodystore import BodyStorePipeline
-from webcrawl.pipelines.recordhash import (
-    DropUnchangedPipeline,
-    RecordHashPipeline,
-    change_age,
-    verification_event,
-)
+from webcrawl.pipelines.events import EventFeedPipeline
+from webcrawl.pipelines.recordhash import RecordHashPipeline, change_age, verification_event
 from webcrawl.sites import load_site_file
 from webcrawl.sites.schema import Trust, TrustRule
 from webcrawl.state.pagestore import hash_bytes
@@ -238,15 +233,16 @@ class Scenario:
     third: Crawl
     pages: dict[str, Any]
     truth: dict[str, dict[str, Any]]
+    truth_before: dict[str, dict[str, Any]]
     types: dict[int, str]
 
 
 @pytest.fixture(scope="module")
 def scenario(tmp_path_factory, module_shop, module_redis, state) -> Scenario:
     """Three crawls of the same product pages, conditional requests off: a first (all new), a
-    second with new noise only (unchanged records exported too, to compare volatile values), a
-    third after the shop's time moved three days (some records changed). Before the second and
-    the third the pages are made due; their URLs, yielded again, are known to the seen filter."""
+    second with new noise only, a third after the shop's time moved three days (some records
+    changed). Before the second and the third the pages are made due; their URLs, yielded again,
+    are known to the seen filter."""
     shop, (redis_url, _) = module_shop, module_redis
     tmp = tmp_path_factory.mktemp("recordhash")
     changing, still = shop.on_host(HONEST, 5, changing=True), shop.on_host(HONEST, 2, changing=False)
@@ -254,7 +250,7 @@ def scenario(tmp_path_factory, module_shop, module_redis, state) -> Scenario:
     off = {"WEBCRAWL_CONDITIONAL_ENABLED": False}
     first = crawl(tmp, shop, redis_url, urls, "first", **off)
     state.make_due(urls)
-    second = crawl(tmp, shop, redis_url, urls, "second", WEBCRAWL_EXPORT_UNCHANGED=True, **off)
+    second = crawl(tmp, shop, redis_url, urls, "second", **off)
     before = shop.site.now()
     shop.jump(3 * DAY)
     after = shop.site.now()
@@ -264,14 +260,17 @@ def scenario(tmp_path_factory, module_shop, module_redis, state) -> Scenario:
     third = crawl(tmp, shop, redis_url, urls, "third", **off)
     pages = {u: state.record(u) for u in urls}
     truth = {u: shop.site.catalog.record(shop.site.product_index(u), after) for u in urls}
-    return Scenario(urls, truly, first, second, third, pages, truth, state.types.names())
+    truth_before = {u: shop.site.catalog.record(shop.site.product_index(u), before) for u in urls}
+    return Scenario(urls, truly, first, second, third, pages, truth, truth_before,
+                    state.types.names())
 
 
-def test_first_fetches_are_new_and_reach_the_feed_without_body_or_headers(scenario):
+def test_first_fetches_are_new_events_in_the_feed_without_body_or_headers(scenario):
     first, urls = scenario.first, scenario.urls
     assert sorted(r["url"] for r in first.feed) == sorted(urls)
-    assert {r["change"] for r in first.feed} == {"new"}
-    assert set(first.feed[0]) == set(EXPORTED_FIELDS)
+    assert {r["kind"] for r in first.feed} == {"new"}
+    assert list(first.feed[0]) == EXPORTED_FIELDS  # the event contract, in order
+    assert {r["previous"] is None and r["previous_fetch_at"] is None for r in first.feed} == {True}
     assert first.stats["webcrawl/records/new"] == first.stats["webcrawl/records"] == len(urls)
     assert first.stats["webcrawl/records/new/product"] == len(urls)
 
@@ -286,36 +285,42 @@ def test_known_pages_come_back_as_due_revisits_not_as_new_urls(scenario):
 
 def test_noise_and_volatile_field_churn_are_unchanged(scenario):
     # Every load differs in its HTML noise and in the volatile field "served_at"; no record does.
-    old = {r["url"]: r for r in scenario.first.feed}
-    assert len(scenario.second.feed) == len(scenario.urls)
-    for row in scenario.second.feed:
-        assert row["change"] == "unchanged"
-        assert row["record"]["served_at"] != old[row["url"]]["record"]["served_at"]
-        assert row["content_hash"] == old[row["url"]]["content_hash"]
+    assert scenario.second.feed == []
     assert scenario.second.stats["webcrawl/records/unchanged"] == len(scenario.urls)
+    # The third crawl's previous records are the second fetch's (its own volatile values).
+    old = {r["url"]: r for r in scenario.first.feed}
+    for row in scenario.third.feed:
+        assert row["previous"]["served_at"] != old[row["url"]]["record"]["served_at"]
+        assert "served_at" not in row["changed_fields"]
 
 
 def test_every_record_change_is_detected_and_only_changes_are_emitted(scenario):
     third, truly, urls = scenario.third, scenario.truly_changed, scenario.urls
     assert truly and len(truly) < len(urls)  # the "still" products never change
     assert {r["url"] for r in third.feed} == truly
-    assert {r["change"] for r in third.feed} == {"changed"}
+    assert {r["kind"] for r in third.feed} == {"changed"}
     assert third.stats["webcrawl/records/changed"] == len(truly)
     assert third.stats["webcrawl/records/unchanged"] == len(urls) - len(truly)
     assert third.stats["webcrawl/records/dropped_unchanged"] == len(urls) - len(truly)
     unchanged = set(urls) - truly
     assert not any(url in third.stderr for url in unchanged)  # counted, not logged page by page
     for row in third.feed:
-        truth = scenario.truth[row["url"]]
+        truth, before = scenario.truth[row["url"]], scenario.truth_before[row["url"]]
         assert (row["record"]["price"], row["record"]["stock"]) == (truth["price"], str(truth["stock"]))
-        assert row["content_hash"] == record_hash(row["record"], DEMO_FIELDS, {"served_at"})
+        assert (row["previous"]["price"], row["previous"]["stock"]) == (before["price"], str(before["stock"]))
+        differs = {f for f in ("price", "stock", "description")
+                   if str(truth[f]) != str(before[f])}
+        assert set(row["changed_fields"]) == differs
+        for name, sides in row["changed_fields"].items():
+            assert sides == {"previous": row["previous"][name], "current": row["record"][name]}
+    assert len({r["event_id"] for r in third.feed}) == len(third.feed)
 
 
 def test_the_page_record_holds_what_the_revisit_model_needs(scenario):
     row = scenario.third.feed[0]
     changed = scenario.pages[row["url"]]
     assert (changed.visits, changed.changes, changed.last_changed, changed.fetches) == (2, 1, 1, 3)
-    assert changed.hash == hash_bytes(row["content_hash"])
+    assert changed.hash == hash_bytes(record_hash(row["record"], DEMO_FIELDS, {"served_at"}))
     assert changed.first_seen < changed.last_change == changed.last_fetched
     assert (changed.billed, changed.billed_n) == (3.0, 3)  # the demo bills requests: one a fetch
     assert changed.page_history().changes == 1 and scenario.types[changed.type] == "product"
@@ -504,10 +509,10 @@ def test_components_build_from_a_crawler_without_the_projects_settings(redis_url
     crawler = runtime.crawler
     mw = build_from_crawler(ConditionalRequestMiddleware, crawler)
     record = build_from_crawler(RecordHashPipeline, crawler)
-    store = build_from_crawler(BodyStorePipeline, crawler)
-    build_from_crawler(DropUnchangedPipeline, crawler)
-    assert mw.runtime is record.runtime is store.runtime is runtime  # one runtime per crawler
-    assert store.change == "record" and store.max_bytes == 8 * 1024 * 1024
+    build_from_crawler(EventFeedPipeline, crawler)
+    assert mw.runtime is record.runtime is runtime  # one runtime per crawler
+    assert record.bodies is not None and record.bodies.change == "record"
+    assert record.bodies.max_bytes == 8 * 1024 * 1024
     assert mw.policy.verify_share == 0.05 and record.exact_changes
     runtime.close()
 
@@ -542,29 +547,29 @@ def test_the_whole_project_stack_from_the_command_line_with_dash_o(tmp_path, mod
         feeds.append([json.loads(line) for line in out.read_text().splitlines()])
         view.make_due(urls)
     view.close()
-    assert [r["change"] for r in feeds[0]] == ["new"] * 3
+    assert [r["kind"] for r in feeds[0]] == ["new"] * 3
     assert feeds[1] == []  # unchanged: 304s, each verified (a learning host) through the scheduler
     assert "'webcrawl/conditional/verification': 3" in done.stderr
     assert "'webcrawl/conditional/evidence/confirmed': 3" in done.stderr
 
 
-def test_feeds_get_new_and_changed_records_only():
-    """The last pipeline drops unchanged records and listing summaries (change detectors, whose
-    partial rows would otherwise reach -O feeds); new and changed records pass."""
+def test_feeds_get_change_events_only():
+    """The last pipeline hands on the change event an observation recorded, as the feed's item,
+    and drops everything else: unchanged records, a first 404, listing summaries."""
     from scrapy.exceptions import DropItem
     from scrapy.statscollectors import MemoryStatsCollector
     from scrapy.utils.test import get_crawler
 
-    from webcrawl.items import ListingItem
+    from webcrawl.items import ChangeEvent, ListingItem
 
-    drop = DropUnchangedPipeline(MemoryStatsCollector(get_crawler(Spider)))
+    feed = EventFeedPipeline(MemoryStatsCollector(get_crawler(Spider)))
     page = {"url": "http://a/p", "canonical_url": "http://a/p", "site": "s", "page_type": "product",
             "status": 200, "fetch_time": 1.0}
-    for change in ("new", "changed"):
-        item = PageItem(**page, change=change)
-        assert drop.process_item(item) is item
-    for item in (PageItem(**page, change="unchanged"),
+    event = {name: None for name in EXPORTED_FIELDS} | {"kind": "changed"}
+    out = feed.process_item(PageItem(**page, change="changed", event=event))
+    assert isinstance(out, ChangeEvent) and out == event and out.verdict == "changed"
+    for item in (PageItem(**page, change="unchanged"), PageItem(**page, change="suspect"),
                  ListingItem(url="http://a/list", item_url="http://a/p", summary={"price": "1"},
                              site="s", fetch_time=1.0)):
         with pytest.raises(DropItem):
-            drop.process_item(item)
+            feed.process_item(item)

@@ -166,10 +166,20 @@ def test_depth_limit_applies_to_links(spider: SiteSpider) -> None:
     assert stats(spider)["webcrawl/parse/links/filtered/depth"] > 0
 
 
-def test_untyped_page_yields_links_only(spider: SiteSpider) -> None:
+def test_untyped_page_linking_typed_pages_is_a_hub_item(spider: SiteSpider) -> None:
     requests, items = run(spider, response("http://shop.test/about", PRODUCT))
-    assert items == [] and len(requests) == 2
+    assert len(requests) == 2
+    [hub] = items
+    assert (hub.page_type, hub.body) == (None, b"")
+    assert hub.record == {"links": ["http://shop.test/product/2", "http://shop.test/product/3"]}
     assert stats(spider)["webcrawl/parse/page_type/none"] == 1
+    assert stats(spider)["webcrawl/spider/items/hub"] == 1
+
+
+def test_untyped_page_linking_no_typed_page_yields_links_only(spider: SiteSpider) -> None:
+    body = b"<html><body><a href=\"/about\">about</a><a href=\"/contact\">contact</a></body></html>"
+    requests, items = run(spider, response("http://shop.test/help", body))
+    assert items == [] and len(requests) == 2
 
 
 def test_item_body_is_the_body_as_fetched_not_the_truncated_one(spider: SiteSpider) -> None:

@@ -19,7 +19,7 @@ from webcrawl.extensions._alloc_table import PageTable
 from webcrawl.state.hosts import attempt_op, delay_op, finished_op, validator_op
 from webcrawl.state.inspect import shard_figures
 from webcrawl.state.pagestore import (
-    body_op, interval_op, lastmod_op, listing_op, observe_op, release_op, trigger_op,
+    gone_op, interval_op, lastmod_op, listing_op, observe_op, release_op, trigger_op,
 )
 from webcrawl.state.queue import Entry
 
@@ -61,8 +61,11 @@ def crawl_traffic(runtime: Any) -> None:
                                          validators=('"e"', None), billed=1.0))
         for op in (interval_op(url, 60.0, due_at=now - 1, follow=True), trigger_op(url),
                    listing_op(url, "h1", now), lastmod_op(url, now - 5, now, "learn"),
-                   body_op(url, "0:0:10", "ff" * 32, now), release_op(url)):
+                   release_op(url)):
             batch.land(item.host, op)
+        gone = f"http://{item.host}/gone"  # a page of its own: a 404 would keep /a from being due
+        batch.land(item.host, observe_op(gone, full=True, time=now, record_hash="cd" * 8))
+        batch.land(item.host, gone_op(gone, time=now))
     for host in {item.host for item in popped}:
         ok = host != HOSTS[-1]  # one host failing: held back
         for op in (attempt_op(ok, retry_after=None, base=1.0, maximum=5.0, half_life=60.0,
@@ -91,8 +94,8 @@ def crawl_traffic(runtime: Any) -> None:
     dupes = BloomDupeFilter.from_crawler(runtime.crawler)
     assert dupes.request_seen(Request(f"http://{HOSTS[1]}/a")) is True
     table = PageTable(runtime.pages, runtime.layout)
-    assert table.load() == len(HOSTS) and table.sync() == 0  # one page landed per host
-    assert sum(f.pages for f in shard_figures(runtime.client, runtime.layout, now)) == len(HOSTS)
+    assert table.load() == 2 * len(HOSTS) and table.sync() == 0  # two pages landed per host
+    assert sum(f.pages for f in shard_figures(runtime.client, runtime.layout, now)) == 2 * len(HOSTS)
 
 
 def test_no_script_is_refused_by_any_node(redis_cluster: Any, redis_cluster_url: str) -> None:

@@ -17,7 +17,7 @@ from tests.runtimes import StateView, decoded
 from webcrawl.revisit import HistoryTable, PageHistory
 from webcrawl.revisit.history import interval_bin
 from webcrawl.state import records
-from webcrawl.state.pagestore import body_op, hash_bytes, observe_op
+from webcrawl.state.pagestore import hash_bytes, observe_op
 from webcrawl.state.records import DTYPE, SIZE, SLOTS, Record, history_table, pack, unpack, unpack_many
 
 URL = "http://shop.example/product/1/lamp"
@@ -238,14 +238,17 @@ def test_concurrent_observations_from_many_clients_all_count(redis_url: str) -> 
         view.close()
 
 
-def test_body_pointer_of_the_latest_stored_body(pages: Pages) -> None:
-    assert pages.pages.body(URL, HOST) is None
-    pages.batch.land(HOST, body_op(URL, "0:0:100", "ff" * 16, 1.5))
-    pages.batch.flush()
-    assert pages.pages.body(URL, HOST) == ("0:0:100", "ff" * 16, 1.5)
+def test_a_record_of_the_previous_layout_reads_with_the_new_fields_at_zero(pages: Pages) -> None:
+    record = full_record()
+    old = pack(record)[:records.OLD_SIZE]
+    assert unpack(old) == record and unpack_many([old])[0]["fetches"] == 7
+    pages.client.hset(pages.layout.shard(HOST).pages, URL, old)  # Lua reads it too
+    pages.observe(time=10.0, record_hash="aa" * 8)
+    page = pages.get()
+    assert page is not None and page.fetches == 8 and page.state == records.ALIVE
 
 
 def test_a_land_op_with_the_wrong_arguments_is_refused_before_it_is_sent(pages: Pages) -> None:
-    with pytest.raises(ValueError, match="land op O takes 12 arguments, got 2"):
+    with pytest.raises(ValueError, match="land op O takes 25 arguments, got 2"):
         pages.batch.land(HOST, ("O", [URL, "f"]))
     assert len(pages.batch) == 0

@@ -42,6 +42,12 @@ DEFAULTS: dict[str, Any] = {
     # The change-rate prior of a page type with no history: one change per this many seconds.
     "WEBCRAWL_PRIOR_CHANGE_SECONDS": 7 * 86_400.0,
     "WEBCRAWL_PRIOR_SHAPE": 0.5,
+    # Change events (docs/events.md): how long the crawl state keeps them; how long after a known
+    # page's first 404/410 it is fetched again to confirm its removal; how often a removed page
+    # is probed for a restore.
+    "WEBCRAWL_EVENTS_RETENTION_SECONDS": 7 * 86_400.0,
+    "WEBCRAWL_REMOVAL_CONFIRM_SECONDS": 300.0,
+    "WEBCRAWL_REMOVED_PROBE_SECONDS": 86_400.0,
 }
 
 #: Shards of a crawl on a Redis Cluster when WEBCRAWL_SHARDS is "auto": enough to spread over a
@@ -92,6 +98,9 @@ class StateConfig:
     shards: int | None = None  # None: "auto"
     parse_cache_size: int = DEFAULTS["WEBCRAWL_PARSE_CACHE_SIZE"]
     clock_skew: float = 0.0
+    events_retention: float = DEFAULTS["WEBCRAWL_EVENTS_RETENTION_SECONDS"]
+    removal_confirm: float = DEFAULTS["WEBCRAWL_REMOVAL_CONFIRM_SECONDS"]
+    removed_probe: float = DEFAULTS["WEBCRAWL_REMOVED_PROBE_SECONDS"]
 
     def shards_for(self, cluster: bool) -> int:
         """The number of shards: the setting, or by default 1 on a single server and
@@ -144,6 +153,9 @@ class StateConfig:
             ),
             shards=_shards(settings),
             clock_skew=_number(settings, "WEBCRAWL_CLOCK_SKEW_SECONDS", minimum=-1e9),
+            events_retention=_number(settings, "WEBCRAWL_EVENTS_RETENTION_SECONDS", minimum=60),
+            removal_confirm=_number(settings, "WEBCRAWL_REMOVAL_CONFIRM_SECONDS", minimum=0),
+            removed_probe=_number(settings, "WEBCRAWL_REMOVED_PROBE_SECONDS", minimum=1),
         )
 
 

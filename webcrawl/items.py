@@ -1,9 +1,10 @@
-"""The item each fetched page becomes: the contract between the spider and the pipelines.
+"""The items of a crawl: the contract between the spider and the pipelines, and what reaches feeds.
 
-The spider fills what it fetched and extracted; the record-hash pipeline fills ``content_hash``
-and ``change``; the body store uses ``body`` and ``headers``. Only the fields in
-:data:`EXPORTED_FIELDS` reach feed exports (``FEED_EXPORT_FIELDS``): bodies and headers are for the
-local store, never for the feed.
+The spider fills a :class:`PageItem` with what it fetched and extracted; the record-hash pipeline
+fills ``content_hash``, ``change`` and, when the observation made a change event, ``event``; the
+last pipeline hands that event on as a :class:`ChangeEvent`, the only item a feed export gets
+(``FEED_EXPORT_FIELDS`` = :data:`EXPORTED_FIELDS`, the event contract of docs/events.md). Bodies
+and headers are for the local store, never for the feed.
 """
 
 from __future__ import annotations
@@ -11,12 +12,26 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-Change = Literal["new", "changed", "unchanged"]
+from webcrawl.change.events import EVENT_FIELDS
 
-EXPORTED_FIELDS = [
-    "url", "canonical_url", "site", "page_type", "status", "fetch_time", "record",
-    "content_hash", "change",
-]
+#: The record-hash pipeline's verdicts: a record observed (new, changed, unchanged), a known page
+#: answering 404/410 (suspect at the first, removed once confirmed, gone after), a page whose
+#: extraction failed (error: nothing landed).
+Change = Literal["new", "changed", "unchanged", "suspect", "removed", "gone", "error"]
+
+EXPORTED_FIELDS = list(EVENT_FIELDS)
+
+
+class ChangeEvent(dict):  # type: ignore[type-arg]
+    """A change event as a feed item: a dict of exactly the contract's fields
+    (:data:`EXPORTED_FIELDS`). ``verdict`` (not a key, never exported) is the record-hash
+    pipeline's verdict on the fetch that made it, for the cycle's figures."""
+
+    __slots__ = ("verdict",)
+
+    def __init__(self, event: dict[str, Any], verdict: str | None) -> None:
+        super().__init__(event)
+        self.verdict = verdict
 
 
 @dataclass
@@ -30,6 +45,13 @@ class PageItem:
     pipelines (``billed``: its cost; ``conditional``: our validators went with it;
     ``verify_304``: the time of the 304 it verifies; ``page_stats``: the known page's statistics
     when it was popped). Neither is exported.
+
+    A page without a page type is an item only as a hub (a seed, or a page linking pages that
+    have one): its ``record`` is ``{"links": [...]}``, the typed pages it links, so it is read
+    again as often as new pages appear there, and it makes no event. ``moved_from`` and
+    ``moved_url``: the known page (canonical, and as fetched) whose 301/308 led here.
+    ``extraction_errors``: typed fields whose text did not parse (field -> text); such a page
+    lands no observation. ``event``: the change event the observation recorded, if any.
     """
 
     url: str
@@ -45,6 +67,10 @@ class PageItem:
     headers: dict[str, str] = field(default_factory=dict, repr=False)
     lastmod: float | None = None
     fetch: dict[str, Any] = field(default_factory=dict, repr=False)
+    moved_from: str | None = None
+    moved_url: str | None = None
+    extraction_errors: dict[str, str] = field(default_factory=dict)
+    event: dict[str, Any] | None = None
 
 
 @dataclass

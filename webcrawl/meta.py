@@ -9,7 +9,7 @@
 | ``webcrawl_newly_listed`` | spider | True: a URL first listed by a page or sitemap read again (likely a new page: fetched before other new URLs) |
 | ``webcrawl_lease`` | scheduler | the lease of a request popped from the crawl's queue (absent: it did not come from there) |
 | ``webcrawl_validators`` | scheduler | ``[etag, last_modified]`` stored for a known page, read when it was popped |
-| ``webcrawl_page_stats`` | scheduler | a known page's ``last_fetched``, ``changes``, ``seconds``, ``mean_cost`` when popped |
+| ``webcrawl_page_stats`` | scheduler | a known page's ``last_fetched``, ``changes``, ``seconds``, ``mean_cost``, ``hash8`` and ``body8`` (hex of the first 8 bytes of its record hash and of its latest stored body's hash) when popped |
 | ``webcrawl_expected_cost`` | priority middleware | expected cost of the fetch in the site's billing unit |
 | ``webcrawl_priority`` | priority middleware | value x gain / expected cost, before mapping to ``Request.priority`` |
 | ``webcrawl_charged`` | spend controller | what the wallet paid for the fetch, until the cost middleware settles it |

@@ -43,6 +43,7 @@ from webcrawl.state.batch import LandSettings, WriteBatch
 from webcrawl.state.bucket import SpendBucket
 from webcrawl.state.client import RoundTrips, connect, describe
 from webcrawl.state.embedded import EmbeddedRedis
+from webcrawl.state.eventlog import EventLog
 from webcrawl.state.errors import TRANSIENT, StateError, is_connection_error
 from webcrawl.state.hosts import HostStore
 from webcrawl.state.layout import CrawlLayout
@@ -107,6 +108,7 @@ class CrawlRuntime:
                                 default_delay=self.config.domain_delay,
                                 lease_seconds=self.config.lease_seconds)
         self.pages = PageStore(client, self.layout)
+        self.events = EventLog(client, self.layout)
         self.sitemap_trust = TrustTracker(both_ways=True)
         self.hosts = HostStore(client, self.layout, default_delay=self.config.domain_delay,
                                sitemap_trust=self.sitemap_trust)
@@ -125,7 +127,10 @@ class CrawlRuntime:
         self.batch = WriteBatch(
             self.riding, self.scripts, self.layout, self.queue,
             LandSettings(self.config.domain_delay, self.sitemap_trust.min_agreements,
-                         self.sitemap_trust.max_disagreement_rate, self.sitemap_trust.memory),
+                         self.sitemap_trust.max_disagreement_rate, self.sitemap_trust.memory,
+                         events_retention_seconds=self.config.events_retention,
+                         removal_confirm_seconds=self.config.removal_confirm,
+                         removed_probe_seconds=self.config.removed_probe),
             bloom_slices=self.bloom.num_slices,
             schedule=lambda f: self._flush_soon())
         self._flush_call: Any = None

@@ -514,7 +514,8 @@ class ReadyQueueScheduler(BaseScheduler):
             meta[M.VALIDATORS] = list(item.validators)
         if record is not None:
             meta[M.PAGE_STATS] = {"last_fetched": record.last_fetched, "changes": record.changes,
-                                  "seconds": record.seconds, "mean_cost": record.mean_cost}
+                                  "seconds": record.seconds, "mean_cost": record.mean_cost,
+                                  "hash8": record.hash.hex(), "body8": record.body8.hex()}
         make = getattr(self.spider, "revisit_request", None)
         if make is not None:
             return make(url, sitemap=kind == "s", meta=meta)

@@ -76,6 +76,8 @@ EXTENSIONS = {
     "webcrawl.extensions.closing.ClosingNote": 520,
     # A stop (CLOSESPIDER_TIMEOUT, SIGINT/SIGTERM) ends within WEBCRAWL_STOP_GRACE_SECONDS.
     "webcrawl.extensions.stop.BoundedStop": 530,
+    # A consumer of the change events falling behind their retention: a stat and a warning.
+    "webcrawl.extensions.eventwatch.EventLagWatch": 540,
 }
 # Scrapy's remote control extension and cookies middleware are imported only when their settings
 # turn them on (webcrawl.optional; off, their imports cost start-up 0.14 s). Scrapy imports every
@@ -91,10 +93,10 @@ ITEM_PIPELINES = {
     "webcrawl.pipelines.recordhash.RecordHashPipeline": 300,
     # Listing pages as change detectors: a changed summary schedules its item soon.
     "webcrawl.pipelines.listing.ListingPipeline": 350,
-    "webcrawl.pipelines.bodystore.BodyStorePipeline": 400,
-    "webcrawl.pipelines.recordhash.DropUnchangedPipeline": 900,
+    # Change events only (the record-hash pipeline stores bodies and records the events).
+    "webcrawl.pipelines.events.EventFeedPipeline": 900,
 }
-# Feeds carry records and verdicts, never bodies or headers.
+# Feeds carry change events (docs/events.md), never bodies or headers.
 FEED_EXPORT_FIELDS = EXPORTED_FIELDS
 
 # -- Safe defaults ------------------------------------------------------------------------------

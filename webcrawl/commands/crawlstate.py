@@ -5,7 +5,7 @@ Without options it prints the crawl's state shard by shard: queued and in-flight
 scheduled revisits, known pages, seen URLs, refused URLs noted for another try
 (:mod:`webcrawl.state.refused`), hosts, the largest frontiers. ``--queue`` deletes the queue only
 (frontiers, ready hosts, leases); ``--clear`` deletes everything the crawl knows (the queue, the
-revisits, the seen filter, page records and their stored-body pointers, learned statistics, every
+revisits, the seen filter, page records, their latest records and the change events, learned statistics, every
 cycle). Either first lists what it will
 delete, with counts, and asks; ``--yes`` skips the question (needed when stdin is not a
 terminal; declining exits with status 1). Which keys each covers is :mod:`webcrawl.state.clearing`'s business.
@@ -98,7 +98,7 @@ class Command(ScrapyCommand):
             "scheduled revisits, known pages, hosts, the largest frontiers. --queue deletes the "
             "queue only (frontiers, ready hosts, leases); scheduled revisits, the seen filter, "
             "page records and cycles stay. --clear deletes everything the crawl knows: the "
-            "queue, the revisits, the seen filter, page records and their stored-body pointers "
+            "queue, the revisits, the seen filter, page records, their latest records and the change events "
             "(the bodies on disk stay), learned statistics and every cycle (the report's "
             "history). Both list what they will delete, with counts, and ask first; --yes "
             "deletes without asking."

@@ -9,8 +9,12 @@ expects to spend on what. The split, per second of budget ``R``:
   the backlog is large (a page never fetched is all stale: finding it buys more than any
   revisit); the scheduler spends it, here it is only held back;
 - detectors: sitemaps every ``sitemap_seconds`` (a quarter of that on hosts whose ``lastmod``
-  earned trust), then listing pages and seeds, sharing ``reserve.detectors`` (each read at least
-  every two cycles);
+  earned trust), then listing pages, seeds and hubs (pages without a page type that link typed
+  pages), sharing ``reserve.detectors`` in proportion to the square root of each one's estimated
+  change rate over its cost (what minimises the time a change waits to be seen, for a given
+  spend), each read at least every two cycles;
+- pages removed (confirmed 404/410) or moved (their history went to their new URL) are not
+  planned: the crawl state probes removed ones on its own schedule;
 - verification: a uniform random sample of known pages made due now, ``reserve.verification``;
 - re-estimation: a floor rate on every known page, ``reserve.reestimation``;
 - pages of hosts whose sitemap dates are trusted are not polled beyond the floor: a newer date
@@ -38,7 +42,7 @@ from webcrawl.revisit import (
     GammaPrior, Objective, effective_data, estimate_rates, fit_group_priors,
 )
 from webcrawl.revisit.allocate import allocate_rates, expected_freshness, frequencies
-from webcrawl.state.records import KIND_SITEMAP, history_table
+from webcrawl.state.records import KIND_HUB, KIND_SITEMAP, REMOVED, history_table
 
 __all__ = ["AllocInput", "AllocResult", "TIER_VALUES", "plan"]
 
@@ -209,13 +213,16 @@ def plan(a: AllocInput) -> AllocResult:
     type_cost = _type_means(types, own, a.default_cost)
     cost = np.where(np.isfinite(own), own, type_cost[types]) * a.health[host]
     cost = np.maximum(cost, 1e-9)
-    sitemap = kind == KIND_SITEMAP
-    listing = np.isin(types, list(a.listing_types)) | a.seed
+    retired = rows["state"] >= REMOVED
+    sitemap = (kind == KIND_SITEMAP) & ~retired
+    hub = kind == KIND_HUB
+    listing = (np.isin(types, list(a.listing_types)) | a.seed | hub) & ~retired
     detector = sitemap | listing
-    page = ~sitemap
+    page = (kind != KIND_SITEMAP) & ~retired
     interval = np.full(n, np.inf)
     typical = float(np.median(cost[page])) if page.any() else a.default_cost
-    figures: dict[str, float] = {"known": float(page.sum()), "sitemaps": float(sitemap.sum())}
+    figures: dict[str, float] = {"known": float((page & ~hub).sum()), "sitemaps": float(sitemap.sum()),
+                                 "hubs": float((hub & ~retired).sum()), "retired": float(retired.sum())}
 
     # Hosts: capacity per second, less backoff holds.
     avail = 1.0 - np.clip((a.hold_until - a.now) / max(a.period, 1e-9), 0.0, 1.0)
@@ -245,8 +252,11 @@ def plan(a: AllocInput) -> AllocResult:
     others = listing & page
     rest = max(det_budget - sm_spend, 0.0)
     if others.any():
-        each = rest / max(float(cost[others].sum()), 1e-12)
-        det_iv = np.clip(1.0 / max(each, 1e-12), np.maximum(2 * a.delay[host], 1.0),
+        # Reads at f_i = rest sqrt(rate_i / cost_i) / sum_j sqrt(rate_j cost_j): the least mean
+        # wait for a change to be seen (new pages on a hub, new summaries on a listing).
+        weight = np.sqrt(np.maximum(rate, 1e-12) / cost)
+        each = rest * weight / max(float((cost * weight)[others].sum()), 1e-12)
+        det_iv = np.clip(1.0 / np.maximum(each, 1e-12), np.maximum(2 * a.delay[host], 1.0),
                          max(DETECTOR_MAX_CYCLES * a.cycle_seconds, 1.0))
         interval[others] = det_iv[others]
     det_rate = np.where(detector, 1.0 / interval, 0.0)
@@ -310,7 +320,8 @@ def plan(a: AllocInput) -> AllocResult:
     })
     for t in np.unique(types):
         figures[f"cost:{int(t)}"] = float(type_cost[t])
-    figures.update(_freshness(rows, confirmed, stale, alpha, beta, value, page, a.now, a.backlog))
+    figures.update(_freshness(rows, confirmed, stale, alpha, beta, value, page & ~hub, a.now,
+                              a.backlog))
     return AllocResult(interval, np.asarray(verify, dtype=np.intp), rate, value, cost, follow, figures)
 
 

@@ -40,7 +40,7 @@ from scrapy.utils.httpobj import urlparse_cached
 from webcrawl import meta as M
 from webcrawl.runtime import CrawlRuntime
 from webcrawl.state.hosts import validator_op
-from webcrawl.state.pagestore import observe_op
+from webcrawl.state.pagestore import EventArgs, observe_op
 from webcrawl.wire import wire_bytes
 
 if TYPE_CHECKING:
@@ -175,9 +175,13 @@ class ConditionalRequestMiddleware:
                                    priority=VERIFY_PRIORITY)
         billed = request.meta.get(M.BILLED)
         page_type = request.meta.get(M.PAGE_TYPE)
+        site = self.runtime.site
+        # A 304 of a removed page shows it is there again: its "restored" event needs these.
+        event = EventArgs(site=site.name if site is not None else self.runtime.spider_name,
+                          page_type=page_type or "", url=request.url, status=304)
         self.runtime.batch.land(host, observe_op(
             canonical, full=False, time=now, type_id=self.runtime.types.id(page_type),
-            billed=float(billed) if billed is not None else None))
+            billed=float(billed) if billed is not None else None, event=event))
         if trust.state != "distrusted" and trust.ignored_run:
             self.runtime.batch.land(host, validator_op("not_modified", now, self.policy))
             self.runtime.hosts.forget_validators(host)

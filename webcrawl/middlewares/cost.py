@@ -62,7 +62,7 @@ from twisted.internet.defer import TimeoutError as DeferTimeoutError
 from twisted.web._newclient import ResponseFailed
 
 from webcrawl import meta as M
-from webcrawl.items import PageItem
+from webcrawl.items import ChangeEvent, PageItem
 from webcrawl.revisit import BillingModel
 from webcrawl.runtime import CrawlRuntime
 from webcrawl.state.hosts import attempt_op
@@ -253,10 +253,13 @@ class CostHealthMiddleware:
         self.runtime.batch.land(host, op, answered)
 
     def item_verdict(self, item: Any) -> None:
-        """``item_scraped`` / ``item_dropped``: a page's verdict (new, changed, unchanged) as
-        the record-hash pipeline judged it, counted in the current cycle's figures."""
+        """``item_scraped`` / ``item_dropped``: a page's verdict (new, changed, unchanged, ...)
+        as the record-hash pipeline judged it, counted in the current cycle's figures: from the
+        page item, or from the change event the feed got instead of it."""
         if isinstance(item, PageItem) and item.change is not None:
             self._book({f"{item.change}:{item.page_type or '-'}": 1.0})
+        elif isinstance(item, ChangeEvent) and item.verdict is not None:
+            self._book({f"{item.verdict}:{item['page_type'] or '-'}": 1.0})
 
 
 class _Seen:

@@ -1,19 +1,27 @@
-"""The record-hash pipeline: did the page's record change since the last fetch?
+"""The record-hash pipeline: did the page's record change since the last fetch, and what event is that?
 
 :class:`RecordHashPipeline` hashes each :class:`~webcrawl.items.PageItem`'s record
 (:func:`webcrawl.change.record_hash`: the page type's fields from the site file, volatile ones
-left out) and records the observation in the page's record in one atomic step (land operation
-"O", sent with the turn's write batch: verdict, interval, validators, the fetch's own cost, the
-revisit it schedules next); it waits for the batch's answer and sets ``content_hash`` and
-``change`` (``new``, ``changed`` or ``unchanged``). It also judges the evidence about the host's
-validators (a verified 304, a 200 to our validators) and updates the host's trust. It drops
-nothing: the body store after it must see every item.
+left out) and lands the observation in one atomic step of the crawl state (land operation "O",
+sent with the turn's write batch): the verdict, the revisit it schedules next and, when the
+record is new or changed (or the page moved or came back), the change event, recorded in the
+shard's event stream by the same step (docs/events.md). It waits for the answer and sets
+``content_hash``, ``change`` and ``event``.
 
-A verification fetch (it re-checks a 304 without validators) is judged against the time of the
-304: a record that changed since is a lie only when the change must have come before the 304
-(the answer's ``Last-Modified`` is not after it, and the page rarely changes within the time
-between the two), never merely because the page changed in between. Both times are read on the
-server's clock (the answers' ``Date``) where the answers carry one.
+The body goes to the body store *before* the landing whenever the record looks changed against
+what the page's record said when its revisit was popped (or the page is not known to this
+fetch): an event is never recorded without its body, even when the process dies right after.
+Should the landing still find a change the pop did not foresee (another process landed the page
+meanwhile), the body is stored after it (``webcrawl/bodies/late``).
+
+The lifecycle (docs/events.md): a known page answering 404 or 410 lands operation "G"
+(``suspect`` at the first answer, ``removed`` once a confirmation fetch answers the same, then
+``gone``); a page a 301/308 led to from a known page (``moved_from``) takes over that page's
+history (event ``moved``); a page without a page type read as a hub lands its typed links as its
+record and makes no event; a page whose typed fields did not parse lands nothing (``error``).
+
+A verification fetch (it re-checks a 304 without validators) and a 200 to our validators are
+evidence about the host's validators (:mod:`webcrawl.pipelines._validators`).
 
 Exact change times (``change_age``, seconds between the record's last change and this fetch,
 used only when the record changed and the age fits inside the interval since the previous
@@ -24,33 +32,29 @@ the sitemap ``lastmod`` the request carried when the host's sitemap dates are tr
 Value overrides: for a page type with ``value_rules`` or a ``value_field`` (docs/sites.md), the
 tier they give the page (record field first, then URL rule) goes into its record.
 
-:class:`DropUnchangedPipeline`, placed last, drops unchanged items and listing summaries, so feed
-exports (``scrapy crawl <site> -O changes.jsonl``) get new and changed records only, each once. The
-drop is logged at DEBUG; ``WEBCRAWL_EXPORT_UNCHANGED = True`` keeps unchanged ones.
-
-Stats: ``webcrawl/records`` and ``webcrawl/records/{new,changed,unchanged}``, each also per page
-type; ``webcrawl/records/lastmod_exact``; ``webcrawl/conditional/evidence`` and
-``webcrawl/conditional/evidence/{confirmed,lied,ignored,inconclusive}``;
-``webcrawl/conditional/trust/{learning,trusted,distrusted}`` (transitions).
+Stats: ``webcrawl/records`` and ``webcrawl/records/{verdict}``, each also per page type;
+``webcrawl/records/lastmod_exact``; ``webcrawl/events`` and ``webcrawl/events/{kind}``;
+``webcrawl/extract/errors`` and ``webcrawl/extract/errors/{page type}/{field}``.
 """
 
 from __future__ import annotations
 
+import json
 import logging
-import math
-from email.utils import parsedate_to_datetime
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from scrapy.exceptions import DropItem, NotConfigured
+from scrapy.exceptions import NotConfigured
 from scrapy.utils.defer import maybe_deferred_to_future
 from twisted.internet.defer import Deferred
 
 from webcrawl.change import record_hash
-from webcrawl.items import ListingItem, PageItem
+from webcrawl.change.events import encode_record, event_from_entry, event_id
+from webcrawl.items import PageItem
+from webcrawl.pipelines._bodies import BodyKeeper
+from webcrawl.pipelines._validators import ValidatorEvidence, change_age, header, verification_event
 from webcrawl.runtime import CrawlRuntime
-from webcrawl.state.hosts import validator_op
-from webcrawl.state.pagestore import observe_op
+from webcrawl.state.pagestore import EventArgs, give_up_op, gone_op, observe_op
 
 if TYPE_CHECKING:
     from typing import Self
@@ -60,67 +64,35 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["DropUnchangedPipeline", "RecordHashPipeline", "change_age", "verification_event"]
+__all__ = ["GONE_STATUSES", "RecordHashPipeline", "change_age", "verification_event"]
 
-#: A verification fetch that finds a change calls the 304 a lie only when a change within the
-#: time between the two had less than this chance (the page's own rate of change).
-LIE_CHANCE = 0.05
-
-
-def _header(headers: dict[str, str], name: str) -> str | None:
-    for key, value in headers.items():
-        if key.lower() == name:
-            return value
-    return None
+#: Answers that say a known page is gone.
+GONE_STATUSES = frozenset((404, 410))
 
 
-def _date(text: str | None) -> float | None:
-    if not text:
-        return None
-    try:
-        return parsedate_to_datetime(text).timestamp()
-    except (TypeError, ValueError, IndexError, OverflowError):
-        return None
+def _text(value: Any) -> str:
+    return value.decode("utf-8", "surrogateescape") if isinstance(value, bytes) else str(value or "")
 
 
-def change_age(headers: dict[str, str]) -> float | None:
-    """Seconds between ``Last-Modified`` and ``Date``, both by the server's clock (so neither its
-    skew nor a simulated clock matters); ``None`` when either is missing or unreadable."""
-    date, modified = _date(_header(headers, "date")), _date(_header(headers, "last-modified"))
-    if date is None or modified is None:
-        return None
-    age = date - modified
-    return age if age >= 0 else None
-
-
-def verification_event(changed: bool, *, verify_304: float, fetch_time: float,
-                       last_modified: float | None, page_stats: dict[str, Any] | None) -> str:
-    """What a verification fetch says of the 304 it re-checks (see the module docstring):
-    ``confirmed``, ``lied`` or ``inconclusive``."""
-    if not changed:
-        return "confirmed"
-    if last_modified is not None and last_modified > verify_304:
-        return "inconclusive"  # changed after the 304: the 304 told the truth then
-    stats = page_stats or {}
-    seconds = float(stats.get("seconds") or 0.0)
-    rate = (float(stats.get("changes") or 0.0) + 0.5) / seconds if seconds > 0 else math.inf
-    gap = max(fetch_time - verify_304, 0.0)
-    chance = -math.expm1(-rate * gap) if math.isfinite(rate) else 1.0
-    return "lied" if chance < LIE_CHANCE else "inconclusive"
+def _host(url: str) -> str:
+    return (urlsplit(url).hostname or "").lower()
 
 
 class RecordHashPipeline:
-    """Hash the record, observe it in the page's record, mark the item; see the module docstring."""
+    """Hash the record, land the observation and its event, mark the item (module docstring)."""
 
     def __init__(self, runtime: CrawlRuntime, stats: StatsCollector, *, site: Any = None,
-                 exact_changes: bool = True) -> None:
+                 exact_changes: bool = True, bodies: BodyKeeper | None = None) -> None:
         self.runtime = runtime
         self.stats = stats
         self.exact_changes = exact_changes
-        self.policy = runtime.trust_policy()
+        self.bodies = bodies
+        self.evidence = ValidatorEvidence(runtime, stats)
         self.fields: dict[str, tuple[tuple[str, ...], frozenset[str]]] = {}
         self.trust_rules = getattr(site, "trust", None)
+        self.site_name = getattr(site, "name", "") or runtime.spider_name
         self.overrides: dict[str, Any] = {}
+        self._warned_fields: set[tuple[str, str]] = set()
         for page_type in getattr(site, "page_types", ()):
             self.fields[page_type.name] = (tuple(f.name for f in page_type.fields),
                                            frozenset(page_type.volatile))
@@ -134,8 +106,14 @@ class RecordHashPipeline:
             raise NotConfigured("record hashes are off: set WEBCRAWL_RECORDHASH_ENABLED = True")
         assert crawler.stats is not None
         runtime = CrawlRuntime.of(crawler)
-        return cls(runtime, crawler.stats, site=runtime.site,
-                   exact_changes=settings.getbool("WEBCRAWL_RECORDHASH_EXACT_CHANGES", True))
+        pipeline = cls(runtime, crawler.stats, site=runtime.site,
+                       exact_changes=settings.getbool("WEBCRAWL_RECORDHASH_EXACT_CHANGES", True),
+                       bodies=BodyKeeper.from_crawler(crawler, runtime))
+        return pipeline
+
+    def close_spider(self) -> None:
+        if self.bodies is not None:
+            self.bodies.close()
 
     def hash_of(self, item: PageItem) -> str:
         """The item's record hash under its page type's fields (all record keys when unknown)."""
@@ -151,35 +129,123 @@ class RecordHashPipeline:
             return mode == "always"
         return self.runtime.hosts.sitemaps_trusted(host)
 
+    async def _land(self, host: str, op: tuple[str, list[Any]]) -> list[Any]:
+        done: Deferred[list[Any]] = Deferred()
+        self.runtime.batch.land(host, op, done.callback)
+        return await maybe_deferred_to_future(done)
+
+    def _count(self, item: PageItem) -> None:
+        for key in ("webcrawl/records", f"webcrawl/records/{item.change}",
+                    f"webcrawl/records/{item.change}/{item.page_type}"):
+            self.stats.inc_value(key)
+
+    def _event(self, item: PageItem, host: str, reply: list[Any]) -> None:
+        """The event the landing recorded (reply: kind, entry id, entry fields as JSON)."""
+        kind, entry_id, entry = _text(reply[3]), _text(reply[4]), _text(reply[5])
+        if not kind or not entry_id:
+            return
+        flat = json.loads(entry)
+        fields = dict(zip(flat[::2], flat[1::2], strict=True))
+        shard = self.runtime.layout.shard_index(host)
+        item.event = event_from_entry(fields, event_id(self.runtime.layout.crawl, shard, entry_id))
+        self.stats.inc_value("webcrawl/events")
+        self.stats.inc_value(f"webcrawl/events/{kind}")
+
     async def process_item(self, item: Any) -> Any:
         if not isinstance(item, PageItem):
             return item
+        if item.status in GONE_STATUSES:
+            return await self._gone(item)
+        if item.extraction_errors:
+            return self._extraction_error(item)
         item.content_hash = self.hash_of(item)
-        host = urlsplit(item.url).hostname or ""
+        host = _host(item.url)
         mode = self._mode(host)
         trusted = mode == "always" or (mode == "learn" and self.runtime.hosts.validators(host).state == "trusted")
         url = item.canonical_url or item.url
         kind = self.overrides.get(item.page_type or "")
         tier = (kind.override_tier(url, item.record) or 0) if kind is not None else None
         billed = item.fetch.get("billed")
+        typed = item.page_type is not None
+        stored = self.bodies.before(item) if self.bodies is not None and typed else None
+        event = await self._event_args(item, typed, stored)
         op = observe_op(url, full=True, time=item.fetch_time, record_hash=item.content_hash,
-                        validators=(_header(item.headers, "etag"), _header(item.headers, "last-modified")),
-                        type_id=self.runtime.types.id(item.page_type), tier=tier,
+                        validators=(header(item.headers, "etag"), header(item.headers, "last-modified")),
+                        type_id=self.runtime.types.id(item.page_type), tier=tier, hub=not typed,
                         change_age=self._change_age(item, host, trusted),
-                        billed=float(billed) if billed is not None else None)
-        done: Deferred[list[Any]] = Deferred()
-        self.runtime.batch.land(host, op, done.callback)
-        reply = await maybe_deferred_to_future(done)
-        verdict = reply[0].decode() if isinstance(reply[0], bytes) else str(reply[0])
-        item.change = verdict if verdict in ("new", "changed", "unchanged") else "new"  # type: ignore[assignment]
-        for key in ("webcrawl/records", f"webcrawl/records/{item.change}",
-                    f"webcrawl/records/{item.change}/{item.page_type}"):
-            self.stats.inc_value(key)
-        news = reply[2].decode() if isinstance(reply[2], bytes) else str(reply[2] or "")
+                        billed=float(billed) if billed is not None else None, event=event)
+        reply = await self._land(host, op)
+        verdict = _text(reply[0])
+        item.change = verdict if verdict in ("new", "changed", "unchanged") else "unchanged"  # type: ignore[assignment]
+        self._count(item)
+        self._event(item, host, reply)
+        if item.event is not None and stored is None and self.bodies is not None and typed:
+            self.bodies.late(item)
+        news = _text(reply[2])
         if news:
             logger.info("sitemap lastmod of %s is now %s", host, news)
         if mode == "learn":
-            self._judge(item, host)
+            self.evidence.judge(item, host)
+        return item
+
+    async def _event_args(self, item: PageItem, typed: bool,
+                          stored: tuple[str, bytes] | None) -> EventArgs:
+        """What the landing needs to record the item's event; for a page that moved from another
+        shard, that page's history first (given up there, in a landing of its own)."""
+        volatile = self.fields.get(item.page_type or "", ((), frozenset()))[1]
+        inherit, inherit_record, moved_host = b"", b"", ""
+        if item.moved_from:
+            moved_host = _host(item.moved_from)
+            layout = self.runtime.layout
+            if layout.shard_index(moved_host) != layout.shard_index(_host(item.url)):
+                reply = await self._land(moved_host, give_up_op(item.moved_from))
+                inherit = reply[0] if isinstance(reply[0], bytes) else _text(reply[0]).encode()
+                inherit_record = reply[1] if isinstance(reply[1], bytes) else _text(reply[1]).encode()
+                if not inherit:
+                    moved_host = ""  # not a known page there: no move to record
+        return EventArgs(
+            site=item.site or self.site_name, page_type=item.page_type or "", url=item.url,
+            status=item.status, record=encode_record(item.record) if typed else "",
+            volatile=tuple(sorted(volatile)), pointer=stored[0] if stored else "",
+            body8=stored[1] if stored else b"",
+            moved_from=(item.moved_from or "") if moved_host else "",
+            moved_url=(item.moved_url or "") if moved_host else "", moved_host=moved_host,
+            inherit=inherit, inherit_record=inherit_record)
+
+    async def _gone(self, item: PageItem) -> PageItem:
+        """A known page answered 404 or 410 (module docstring)."""
+        host = _host(item.url)
+        billed = item.fetch.get("billed")
+        event = EventArgs(site=item.site or self.site_name, page_type=item.page_type or "",
+                          url=item.url, status=item.status)
+        reply = await self._land(host, gone_op(item.canonical_url or item.url, time=item.fetch_time,
+                                               billed=float(billed) if billed is not None else None,
+                                               event=event))
+        verdict = _text(reply[0])
+        item.change = verdict if verdict in ("suspect", "removed", "gone") else None  # type: ignore[assignment]
+        if item.change is not None:
+            self._count(item)
+            if item.change == "suspect":
+                logger.info("%s answered %d: its removal is confirmed by a fetch after "
+                            "WEBCRAWL_REMOVAL_CONFIRM_SECONDS", item.url, item.status)
+        self._event(item, host, reply)
+        return item
+
+    def _extraction_error(self, item: PageItem) -> PageItem:
+        """Typed fields that did not parse: nothing lands (a missing value is no change), each
+        field counted, the first time per field logged."""
+        item.change = "error"
+        self._count(item)
+        page_type = item.page_type or "none"
+        self.stats.inc_value("webcrawl/extract/errors")
+        for name, text in item.extraction_errors.items():
+            self.stats.inc_value(f"webcrawl/extract/errors/{page_type}/{name}")
+            if (page_type, name) not in self._warned_fields:
+                self._warned_fields.add((page_type, name))
+                logger.warning("Field %r of page type %r did not parse (%r on %s): the page's "
+                               "observation is skipped, not taken for a change; later failures "
+                               "of this field are counted in webcrawl/extract/errors/%s/%s",
+                               name, page_type, text, item.url, page_type, name)
         return item
 
     def _change_age(self, item: PageItem, host: str, validators_trusted: bool) -> float | None:
@@ -193,61 +259,3 @@ class RecordHashPipeline:
             self.stats.inc_value("webcrawl/records/lastmod_exact")
             age = item.fetch_time - lastmod
         return age
-
-    def _judge(self, item: PageItem, host: str) -> None:
-        fetch = item.fetch
-        event: str | None = None
-        if fetch.get("verify_304") is not None:
-            # The 304's time is its Date, by the server's clock: the check is dated by the same
-            # clock when its answer has a Date (a server clock off ours moves both alike).
-            answered = _date(_header(item.headers, "date"))
-            event = verification_event(
-                item.change == "changed", verify_304=float(fetch["verify_304"]),
-                fetch_time=answered if answered is not None else item.fetch_time,
-                last_modified=_date(_header(item.headers, "last-modified")),
-                page_stats=fetch.get("page_stats"))
-        elif fetch.get("conditional") and item.change == "unchanged":
-            event = "ignored"
-        if event is None:
-            return
-        self.stats.inc_value("webcrawl/conditional/evidence")
-        self.stats.inc_value(f"webcrawl/conditional/evidence/{event}")
-        if event == "inconclusive":
-            return
-
-        def answered(reply: list[Any]) -> None:
-            state = reply[0].decode() if isinstance(reply[0], bytes) else str(reply[0] or "")
-            if not state:
-                return
-            self.stats.inc_value(f"webcrawl/conditional/trust/{state}")
-            if state == "distrusted":
-                logger.info("validators of %s are no longer trusted (event: %s)", host, event)
-            else:
-                logger.info("validators of %s are now %s", host, state)
-
-        self.runtime.batch.land(host, validator_op(event, self.runtime.clock.time(), self.policy),
-                                answered)
-        self.runtime.hosts.forget_validators(host)
-
-
-class DropUnchangedPipeline:
-    """Drop unchanged :class:`PageItem` objects and listing summaries (:class:`ListingItem`, the
-    crawl's change detectors), logged at DEBUG, so feeds get new and changed records only."""
-
-    def __init__(self, stats: StatsCollector) -> None:
-        self.stats = stats
-
-    @classmethod
-    def from_crawler(cls, crawler: Crawler) -> Self:
-        if crawler.settings.getbool("WEBCRAWL_EXPORT_UNCHANGED", False):
-            raise NotConfigured("unchanged records are exported: WEBCRAWL_EXPORT_UNCHANGED = True")
-        assert crawler.stats is not None
-        return cls(crawler.stats)
-
-    def process_item(self, item: Any) -> Any:
-        if isinstance(item, PageItem) and item.change == "unchanged":
-            self.stats.inc_value("webcrawl/records/dropped_unchanged")
-            raise DropItem("unchanged record", log_level="DEBUG")
-        if isinstance(item, ListingItem):
-            raise DropItem("listing summary (a change detector, not output)", log_level="DEBUG")
-        return item

@@ -22,6 +22,14 @@ Contract (docs/spider.md):
   requested by this process, a :class:`~webcrawl.items.PageItem` when the URL has a page type and
   a :class:`~webcrawl.items.ListingItem` per listed item. It never raises for any body: binary,
   PDF, empty or badly encoded bodies are counted under ``webcrawl/parse/`` and yield no links.
+- The page lifecycle (docs/events.md): a known page's revisit takes 404 and 410 answers
+  (``handle_httpstatus_list``), and ``parse()`` turns one into a bodiless ``PageItem`` with that
+  status (the pipeline confirms the removal); a known page reached through permanent redirects
+  (301/308 only) becomes an item ``moved_from`` that page; one reached through a temporary
+  redirect (302, 303, 307) yields no item (the page has not moved and this is not its content).
+- A page without a page type is a *hub* item when it is a seed or links pages that have one:
+  its record is the sorted list of those links, so it is read again as often as they change
+  (new pages appear there) and no event is made of it.
 - Every request carries ``meta["webcrawl_purpose"]`` (``discovery`` for seeds, links and sitemap
   entries; ``sitemap`` for sitemap files) and ``meta["webcrawl_page_type"]`` (the page type its
   URL matches, or ``None``). URLs are the parser's canonical form.
@@ -74,6 +82,10 @@ META_LASTMOD = "webcrawl_lastmod"
 META_SITEMAP_LEVEL = "webcrawl_sitemap_level"
 #: Response headers copied into ``PageItem.headers`` (validators and what the store may want).
 HEADERS_KEPT = ("ETag", "Last-Modified", "Content-Type", "Date", "Content-Length")
+#: Answers of a known page that say it is gone (handed to ``parse``, not filtered).
+GONE_STATUSES = [404, 410]
+#: Redirects that move a page for good.
+PERMANENT_REDIRECTS = frozenset((301, 308))
 #: Sitemap indexes pointing at indexes: deeper levels are counted and not fetched.
 MAX_SITEMAP_NESTING = 3
 PARSE = "webcrawl/parse/"
@@ -111,6 +123,10 @@ class SiteSpider(scrapy.Spider):
         self.max_sitemap_bytes = 0
         self._requested: set[str] = set()
         self._keys: dict[tuple[str, str | None], str] = {}
+        self._seeds: frozenset[str] = frozenset()
+        if self.parser is not None and self.site is not None:
+            canonical = self.parser.canonicalizer.canonical
+            self._seeds = frozenset(canonical(u) or u for u in self.site.seeds)
         #: where sitemap readings and dates go (set by from_crawler when the crawl has a state)
         self._signals: Any = None
         self._refusals: Refusals | None = None
@@ -217,7 +233,9 @@ class SiteSpider(scrapy.Spider):
         """The request of a known page (or sitemap) whose revisit is due."""
         if sitemap:
             return self._sitemap_request(url, 0, known=True, meta=meta)
-        return scrapy.Request(url, callback=self.parse, dont_filter=True, meta=meta or {})
+        meta = dict(meta or {})
+        meta.setdefault("handle_httpstatus_list", GONE_STATUSES)
+        return scrapy.Request(url, callback=self.parse, dont_filter=True, meta=meta)
 
     # -- pages ----------------------------------------------------------------------------------------
 
@@ -226,6 +244,10 @@ class SiteSpider(scrapy.Spider):
         parser = self.parser
         assert parser is not None and self.site is not None
         fetch_time = self._signals.now() if self._signals is not None else time.time()
+        if response.status in GONE_STATUSES:
+            if response.meta.get(M.KNOWN):
+                yield self._gone_item(response, fetch_time)
+            return
         result = parser.parse(response.body, response.url, depth=response.meta.get("depth", 0),
                               encoding=_charset(response.headers.get(b"Content-Type")))
         stats = self.crawler.stats
@@ -246,11 +268,35 @@ class SiteSpider(scrapy.Spider):
         yield from self.page_items(response, result, fetch_time)
 
     def page_items(self, response: Response, result: ParseResult, fetch_time: float) -> Iterator[Any]:
-        """The items of a parsed page: a :class:`PageItem` when its URL has a page type, then
-        one :class:`ListingItem` per listed item (unless ``WEBCRAWL_LISTING_ITEMS_ENABLED`` is
-        off). Override to add or change items."""
-        if result.page_type is None:
+        """The items of a parsed page: a :class:`PageItem` when its URL has a page type (or the
+        page is a hub), then one :class:`ListingItem` per listed item (unless
+        ``WEBCRAWL_LISTING_ITEMS_ENABLED`` is off). Override to add or change items."""
+        assert self.site is not None
+        moved_from, moved_url, temporary = _redirected(response)
+        if temporary:
+            self._inc(SPIDER + "items/temporary_redirect")
             return
+        if result.page_type is None:
+            hub = self._hub_links(result)
+            if hub is not None:
+                self._inc(SPIDER + "items/hub")
+                yield self._item(response, result.url, None, {"links": hub}, fetch_time)
+            return
+        self._inc(SPIDER + "items/page")
+        self._inc(self._keyed(SPIDER + "items/page/", result.page_type))
+        item = self._item(response, result.url, result.page_type, result.record or {}, fetch_time)
+        if moved_from != result.url:
+            item.moved_from, item.moved_url = moved_from, moved_url
+        item.extraction_errors = dict(getattr(result, "errors", None) or {})
+        yield item
+        if result.listing and self.listing_items:
+            self._inc(SPIDER + "items/listing", len(result.listing))
+            self._inc(self._keyed(SPIDER + "items/listing/", result.page_type), len(result.listing))
+            for listed in result.listing:
+                yield ListingItem(response.url, listed.url, listed.summary, self.site.name, fetch_time)
+
+    def _item(self, response: Response, canonical: str, page_type: str | None,
+              record: dict[str, Any], fetch_time: float) -> PageItem:
         assert self.site is not None
         headers = response.headers
         kept = {}
@@ -258,23 +304,38 @@ class SiteSpider(scrapy.Spider):
             value = headers.get(name)
             if value is not None:
                 kept[name] = value.decode("latin-1")
-        self._inc(SPIDER + "items/page")
-        self._inc(self._keyed(SPIDER + "items/page/", result.page_type))
         meta = response.meta
-        yield PageItem(
-            url=response.url, canonical_url=result.url, site=self.site.name,
-            page_type=result.page_type, status=response.status, fetch_time=fetch_time,
-            record=result.record or {}, body=response.body, headers=kept,
+        return PageItem(
+            url=response.url, canonical_url=canonical, site=self.site.name,
+            page_type=page_type, status=response.status, fetch_time=fetch_time,
+            record=record, body=response.body if page_type is not None else b"", headers=kept,
             lastmod=_lastmod(meta.get(META_LASTMOD)),
             fetch={"billed": meta.get(M.BILLED), "conditional": M.VALIDATORS_FOR in meta,
                    "verify_304": meta.get(M.VERIFY_304), "page_stats": meta.get(M.PAGE_STATS),
                    "wire_bytes": meta.get(M.WIRE_BYTES)},
         )
-        if result.listing and self.listing_items:
-            self._inc(SPIDER + "items/listing", len(result.listing))
-            self._inc(self._keyed(SPIDER + "items/listing/", result.page_type), len(result.listing))
-            for listed in result.listing:
-                yield ListingItem(response.url, listed.url, listed.summary, self.site.name, fetch_time)
+
+    def _gone_item(self, response: Response, fetch_time: float) -> PageItem:
+        """The bodiless item of a known page that answered 404 or 410."""
+        self._inc(SPIDER + "items/gone")
+        meta = response.meta
+        canonical = meta.get(M.CANONICAL_URL) or (
+            self.parser.canonicalizer.canonical(response.url) if self.parser else None) or response.url
+        item = self._item(response, canonical, meta.get(M.PAGE_TYPE), {}, fetch_time)
+        item.body = b""
+        return item
+
+    def _hub_links(self, result: ParseResult) -> list[str] | None:
+        """The typed pages a page without a page type links (sorted), when it is a hub: a seed,
+        or a page linking at least one; ``None`` otherwise."""
+        assert self.parser is not None
+        rules = self.parser.rules
+        if not rules.page_types:
+            return [] if result.url in self._seeds else None
+        typed = sorted({u for u in result.links if rules.page_type(u) is not None})
+        if typed or result.url in self._seeds:
+            return typed
+        return None
 
     def _keyed(self, family: str, page_type: str | None) -> str:
         """``family + page type`` (``none`` without one), built once per pair."""
@@ -345,6 +406,20 @@ class SiteSpider(scrapy.Spider):
         stats = self.crawler.stats
         assert stats is not None
         stats.inc_value(key, count)
+
+
+def _redirected(response: Response) -> tuple[str | None, str | None, bool]:
+    """How a known page's revisit reached this response: ``(moved_from, moved_url, temporary)``:
+    the known page (canonical, and as fetched) when only permanent redirects led here, and
+    whether a temporary one did. Discovery requests and answers without redirects: nothing."""
+    meta = response.meta
+    urls = meta.get("redirect_urls")
+    if not urls or not meta.get(M.KNOWN):
+        return None, None, False
+    reasons = meta.get("redirect_reasons") or []
+    if not reasons or any(r not in PERMANENT_REDIRECTS for r in reasons):
+        return None, None, True
+    return meta.get(M.CANONICAL_URL), urls[0], False
 
 
 def _lastmod(value: Any) -> float | None:

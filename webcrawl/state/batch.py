@@ -47,18 +47,25 @@ Callback = Callable[[list[Any]], None]
 Done = Callable[[redis.RedisError | None, list[list[Any]]], None]
 #: Arguments each land operation takes besides its code and host (see lua2/land.lua). Page
 #: operations take the page's URL first and the host second; host operations the host first.
-ARITY = {"O": 12, "T": 1, "I": 4, "L": 3, "M": 4, "R": 2, "B": 4, "A": 6, "F": 1, "D": 1, "V": 6}
-PAGE_OPS = frozenset("OTILMRB")
+ARITY = {"O": 25, "G": 16, "Y": 1, "T": 1, "I": 4, "L": 3, "M": 4, "R": 2, "A": 6, "F": 1, "D": 1,
+         "V": 6}
+PAGE_OPS = frozenset("OGYTILMR")
+#: Values each land operation answers (lua2/land_head.lua's REPLY_WIDTH).
+REPLY_WIDTH = 8
 
 
 @dataclass(frozen=True)
 class LandSettings:
-    """Crawl-wide constants the land script needs: the default host delay and sitemap trust."""
+    """Crawl-wide constants the land script needs: the default host delay, sitemap trust, how long
+    change events are kept, and the page lifecycle's delays (docs/events.md)."""
 
     default_delay: float
     sitemap_min_agreements: int = 5
     sitemap_max_disagreement_rate: float = 0.05
     sitemap_memory: int = 50
+    events_retention_seconds: float = 7 * 86400.0
+    removal_confirm_seconds: float = 300.0
+    removed_probe_seconds: float = 86400.0
 
 
 @dataclass
@@ -178,7 +185,9 @@ class WriteBatch:
         bucket, self._bucket = self._bucket, 0.0
         s = self.settings
         head = [OP_TTL_SECONDS, s.default_delay, s.sitemap_min_agreements,
-                s.sitemap_max_disagreement_rate, s.sitemap_memory, repr(float(self.not_before))]
+                s.sitemap_max_disagreement_rate, s.sitemap_memory, repr(float(self.not_before)),
+                repr(float(s.events_retention_seconds)), repr(float(s.removal_confirm_seconds)),
+                repr(float(s.removed_probe_seconds))]
         for index, work in shards.items():
             keys = self.layout.all_shards[index]
             # Lands first: a pipeline is not atomic, and another process's pop between a push and
@@ -309,7 +318,7 @@ class WriteBatch:
             elif call.kind == "land":
                 for n, callback in work.callbacks:
                     if callback is not None:
-                        callback(list(reply[4 * n:4 * n + 4]))
+                        callback(list(reply[REPLY_WIDTH * n:REPLY_WIDTH * (n + 1)]))
 
     def _send(self, calls: list[_Call], client: Any, riders: Sequence[Callable[[Any], None]] = (),
               ) -> tuple[list[Any], list[tuple[int, int]]]:

@@ -7,9 +7,9 @@ the learned statistics and the cycles:
 the crawl goes on knowing what it knows; URLs it has already met are not queued again.
 
 ``scrapy crawlstate <crawl> --clear`` deletes *everything*: the crawl's own slot (cycles, ledger,
-spend bucket, allocation, page types) and every shard (queue, revisits, seen filter, page records
-with their pointers into the body store: the bodies on disk stay, and ``scrapy body`` still reads
-them; hosts' delays, health, trust and robots.txt answers).
+spend bucket, allocation, page types) and every shard (queue, revisits, seen filter, page records,
+the typed pages' latest records and the change events: the bodies on disk stay, and ``scrapy
+body`` still reads them; hosts' delays, health, trust and robots.txt answers).
 
 The functions take a Redis client and the crawl's :class:`~webcrawl.state.layout.CrawlLayout`.
 """
@@ -118,8 +118,10 @@ def everything(client: Any, layout: CrawlLayout) -> Plan:
     groups = [*queue(client, layout).groups,
               Group("revisits", _sum(client, layout, "zcard", "due"), "known pages scheduled"),
               Group("page records", _sum(client, layout, "hlen", "pages"), "pages"),
-              Group("stored-body index", _sum(client, layout, "hlen", "bodies"),
-                    "pointers to stored bodies (the bodies on disk stay)"),
+              Group("latest records", _sum(client, layout, "hlen", "records"),
+                    "typed pages' latest records (the bodies on disk stay)"),
+              Group("change events", _sum(client, layout, "xlen", "events"),
+                    "kept change events (a consumer that has not read them loses them)"),
               Group("seen filter", _seen(client, layout), "URLs met so far"),
               Group("refused", _sum(client, layout, "hlen", "refused"),
                     "refused URLs noted for another try"),

@@ -35,7 +35,8 @@ Shard keys (``webcrawl:{<crawl>:<k>}:`` + name):
 | ``trust:validators`` / ``trust:sitemaps`` | hash | host -> JSON of the host's trust |
 | ``robots:<origin>`` | hash | robots.txt answer of ``scheme://host:port``, with its expiry |
 | ``dirty`` | set | pages whose record changed since the allocator last read it |
-| ``bodies`` | hash | url -> pointer of the latest stored body, its hash and fetch time |
+| ``records`` | hash | url -> the typed page's latest record (compact JSON): the ``previous`` of its next change event |
+| ``events`` | stream | change events (:mod:`webcrawl.state.eventlog`), kept ``WEBCRAWL_EVENTS_RETENTION_SECONDS`` |
 | ``op:<id>`` | string | answer of a script call, kept a while so a retry has no second effect |
 
 Crawl-wide keys (``webcrawl:{<crawl>}:`` + name): ``meta`` (hash: shards, layout version, seen
@@ -57,7 +58,7 @@ __all__ = ["EXCLUDED", "EXCLUDED_EVENTS", "GLOBAL_PREFIX", "LAYOUT_VERSION", "Cr
 GLOBAL_PREFIX = "webcrawl:"
 EXCLUDED = "webcrawl:excluded"
 EXCLUDED_EVENTS = "webcrawl:excluded:events"
-LAYOUT_VERSION = 2
+LAYOUT_VERSION = 3
 MAX_SHARDS = 4096
 
 
@@ -109,7 +110,8 @@ _NAMES = {
     "queued": "queued", "seq": "seq", "seen": "seen", "seen_meta": "seen:meta",
     "excluded": "excluded", "excluded_version": "excluded:version", "pages": "pages",
     "validators": "validators", "listing": "listing", "trust_validators": "trust:validators",
-    "trust_sitemaps": "trust:sitemaps", "dirty": "dirty", "bodies": "bodies",
+    "trust_sitemaps": "trust:sitemaps", "dirty": "dirty", "records": "records",
+    "events": "events",
     "refused": "refused",
 }
 

@@ -4,7 +4,10 @@ the ``pages`` and ``validators`` hashes of their host's shard.
 Writes go through the land script (:mod:`webcrawl.state.batch`); this module reads, and builds
 the arguments of the land operations about pages, so that their encoding lives in one place:
 
-- :func:`observe_op`: a fetch's outcome (a whole response with its record hash, or a 304);
+- :func:`observe_op`: a fetch's outcome (a whole response with its record hash, or a 304), with
+  the :class:`EventArgs` its change event needs;
+- :func:`gone_op`: a known page answered 404 or 410; :func:`give_up_op`: a moved page's history
+  handed to another shard (docs/events.md has the lifecycle);
 - :func:`interval_op`: the revisit interval the allocator gave a page (and optionally a due time);
 - :func:`trigger_op`: a known change (a listing's summary or a trusted sitemap date): due now;
 - :func:`lastmod_op`: a sitemap's date for a page; :func:`listing_op`: a listed item's summary.
@@ -15,6 +18,7 @@ The allocator follows the records through each shard's ``dirty`` set (:meth:`Pag
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from webcrawl.state import records
@@ -23,8 +27,8 @@ from webcrawl.state.records import Record
 if TYPE_CHECKING:
     from webcrawl.state.layout import CrawlLayout
 
-__all__ = ["PageStore", "body_op", "hash_bytes", "interval_op", "lastmod_op", "listing_op", "observe_op",
-           "release_op", "trigger_op"]
+__all__ = ["EventArgs", "PageStore", "give_up_op", "gone_op", "hash_bytes", "interval_op",
+           "lastmod_op", "listing_op", "observe_op", "release_op", "trigger_op"]
 
 
 def _text(value: bytes | str) -> str:
@@ -36,19 +40,67 @@ def hash_bytes(record_hash: str) -> bytes:
     return bytes.fromhex(record_hash[:16].ljust(16, "0"))
 
 
+@dataclass(frozen=True)
+class EventArgs:
+    """What a page operation needs, besides its verdict, to record the change event it may make
+    (lua2/lifecycle.lua; docs/events.md): where the page is, its record (encoded by
+    :func:`webcrawl.change.events.encode_record`; empty for a page without a page type and for a
+    304), the stored body's pointer and the first 8 bytes of its hash, and, for a page a 301/308
+    led to, the page it moved from (with that page's record and latest record when it lives in
+    another shard: what a :func:`give_up_op` there answered)."""
+
+    site: str = ""
+    page_type: str = ""
+    url: str = ""
+    status: int = 0
+    record: str = ""
+    volatile: tuple[str, ...] = ()
+    pointer: str = ""
+    body8: bytes = b""
+    moved_from: str = ""
+    moved_url: str = ""
+    moved_host: str = ""
+    inherit: bytes = b""
+    inherit_record: bytes = b""
+
+    def args(self) -> list[Any]:
+        return [self.record, self.url, str(self.status), self.site, self.page_type,
+                ",".join(self.volatile), self.pointer, self.body8, self.moved_from, self.moved_url,
+                self.moved_host, self.inherit, self.inherit_record]
+
+
+NO_EVENT = EventArgs()
+
+
 def observe_op(url: str, *, full: bool, time: float, record_hash: str | None = None,
                validators: tuple[str | None, str | None] | None = None, type_id: int = 0,
-               tier: int | None = None, sitemap: bool = False, change_age: float | None = None,
-               billed: float | None = None) -> tuple[str, list[Any]]:
+               tier: int | None = None, sitemap: bool = False, hub: bool = False,
+               change_age: float | None = None, billed: float | None = None,
+               event: EventArgs = NO_EVENT) -> tuple[str, list[Any]]:
     """Land operation "O": a whole response (``full``, with its record hash) or a 304.
     ``validators`` (etag, last-modified) replace the stored ones when given. ``billed``: what
-    the fetch cost (None for an observation that was no fetch of the page)."""
+    the fetch cost (None for an observation that was no fetch of the page). ``sitemap``, ``hub``:
+    the page is a sitemap, or a page without a page type read for the links it shows."""
     etag, modified = validators if validators is not None else (None, None)
     return "O", [url, "f" if full else "n", repr(float(time)),
                  hash_bytes(record_hash) if record_hash else b"", "1" if validators else "0",
                  etag or "", modified or "", type_id, -1 if tier is None else tier,
-                 "s" if sitemap else "p", "" if change_age is None else repr(float(change_age)),
-                 "" if billed is None else repr(float(billed))]
+                 "s" if sitemap else ("h" if hub else "p"),
+                 "" if change_age is None else repr(float(change_age)),
+                 "" if billed is None else repr(float(billed)), *event.args()]
+
+
+def gone_op(url: str, *, time: float, billed: float | None = None,
+            event: EventArgs = NO_EVENT) -> tuple[str, list[Any]]:
+    """Land operation "G": the known page ``url`` answered 404 or 410 (suspect, then removed)."""
+    return "G", [url, repr(float(time)), "" if billed is None else repr(float(billed)),
+                 *event.args()]
+
+
+def give_up_op(url: str) -> tuple[str, list[Any]]:
+    """Land operation "Y": the page ``url`` moved to a page of another shard; it is retired and
+    its packed record and latest record are the answer (both empty when it was not known)."""
+    return "Y", [url]
 
 
 def interval_op(url: str, interval: float, due_at: float | None = None,
@@ -76,11 +128,6 @@ def lastmod_op(url: str, lastmod: float, read_at: float, mode: str) -> tuple[str
     return "M", [url, repr(float(lastmod)), repr(float(read_at)), mode]
 
 
-def body_op(url: str, pointer: str, body_digest: str, fetch_time: float) -> tuple[str, list[Any]]:
-    """Land operation "B": where the page's latest stored body is."""
-    return "B", [url, pointer, body_digest, repr(float(fetch_time))]
-
-
 def listing_op(url: str, summary_hash: str, listed_at: float) -> tuple[str, list[Any]]:
     return "L", [url, summary_hash, repr(float(listed_at))]
 
@@ -103,13 +150,10 @@ class PageStore:
         etag, _, modified = _text(raw).partition("\t")
         return etag or None, modified or None
 
-    def body(self, url: str, host: str) -> tuple[str, str, float] | None:
-        """``(pointer, body hash, fetch time)`` of the page's latest stored body."""
-        raw = self.client.hget(self.layout.shard(host).bodies, url)
-        if not raw:
-            return None
-        pointer, digest, when = _text(raw).split("\t")
-        return pointer, digest, float(when)
+    def latest_record(self, url: str, host: str) -> bytes | None:
+        """The typed page's latest record as kept (encoded), ``None`` when none is."""
+        raw = self.client.hget(self.layout.shard(host).records, url)
+        return raw or None
 
     def count(self) -> int:
         pipe = self.client.pipeline(transaction=False)

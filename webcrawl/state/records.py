@@ -30,11 +30,17 @@ import numpy as np
 
 from webcrawl.revisit.history import BIN_BASE_SECONDS, BINS_PER_DOUBLING, NBINS, HistoryTable, PageHistory
 
-__all__ = ["DTYPE", "FIELDS", "PACKED_DTYPE", "SIZE", "KIND_PAGE", "KIND_SITEMAP", "LUA", "SLOTS", "Record", "history_table", "pack", "unpack", "unpack_many"]
+__all__ = ["ALIVE", "DTYPE", "FIELDS", "KIND_HUB", "KIND_PAGE", "KIND_SITEMAP", "LUA", "MOVED",
+           "OLD_SIZE", "PACKED_DTYPE", "REMOVED", "SIZE", "SLOTS", "SUSPECT", "Record",
+           "history_table", "pack", "unpack", "unpack_many"]
 
 SLOTS = 4
 EMPTY_BIN = 255
-KIND_PAGE, KIND_SITEMAP = 0, 1
+KIND_PAGE, KIND_SITEMAP, KIND_HUB = 0, 1, 2
+#: A page's place in its lifecycle (``state``): answering, answered 404/410 once (a confirmation
+#: fetch is due), removed (confirmed gone: probed rarely), moved (retired: a 301/308 led to the
+#: URL its history now lives under).
+ALIVE, SUSPECT, REMOVED, MOVED = 0, 1, 2, 3
 #: (name, encoding) in record order; ``b<i>``/``n<i>``/``s<i>`` are histogram slots. Encodings
 #: (the bytes a record stores; Python, numpy and Lua all read them as the wider type after "->"):
 #:
@@ -57,13 +63,19 @@ FIELDS: tuple[tuple[str, str], ...] = (
     ("billed", "f"), ("billed_n", "I"), ("last_interval", "f"), ("last_changed", "B"),
     ("type", "H"), ("tier", "B"), ("kind", "B"), ("follow", "B"), ("lastmod", "t"),
     ("lastmod_read", "t"), ("last_tried", "d"), ("hash", "8s"),
+    # Added in layout 3 (a record of the older, shorter layout reads with these at 0).
+    ("state", "B"), ("body8", "8s"),
 )
+#: Fields a record of the previous layout (:data:`OLD_SIZE` bytes) lacks, read as zeros.
+_ADDED = 2
 _PY = {"t": "6s", "d": "d", "f": "f", "I": "I", "C": "H", "H": "H", "B": "B", "8s": "8s"}
 _LUA_LETTER = {"t": "i6", "d": "d", "f": "f", "I": "I4", "C": "H", "H": "H", "B": "B", "8s": "c8"}
 _CEILING = {"I": 2**32 - 1, "C": 2**16 - 1, "H": 2**16 - 1, "B": 2**8 - 1}
 FORMAT = "<" + "".join(_PY[code] for _, code in FIELDS)
 #: Bytes of a packed record.
 SIZE = struct.calcsize(FORMAT)
+#: Bytes of a record of the previous layout (before ``state`` and ``body8``): read, padded.
+OLD_SIZE = struct.calcsize("<" + "".join(_PY[code] for _, code in FIELDS[:-_ADDED]))
 _LUA_FORMAT = "<" + "".join(_LUA_LETTER[code] for _, code in FIELDS)
 
 
@@ -100,6 +112,9 @@ class Record:
     #: ``last_fetched``, whichever is later.
     last_tried: float = 0.0
     hash: bytes = b"\0" * 8
+    state: int = ALIVE
+    #: The first 8 bytes of the BLAKE2b of the page's latest stored body (zeros: none).
+    body8: bytes = b"\0" * 8
 
     @property
     def mean_cost(self) -> float | None:
@@ -117,6 +132,14 @@ class Record:
         return page
 
 
+def _sized(raw: bytes) -> bytes:
+    """``raw`` at :data:`SIZE` bytes: a record of the previous layout is padded with zeros."""
+    if len(raw) == OLD_SIZE:
+        return raw + b"\0" * (SIZE - OLD_SIZE)
+    _check_size(raw)
+    return raw
+
+
 def _check_size(raw: bytes) -> None:
     if len(raw) < SIZE:
         raise ValueError(f"page record of {len(raw)} bytes, expected {SIZE}: written by another "
@@ -129,7 +152,7 @@ def _ms(seconds: float) -> bytes:
 
 
 def unpack(raw: bytes) -> Record:
-    _check_size(raw)
+    raw = _sized(raw)
     values = {}
     for (name, code), value in zip(FIELDS, struct.unpack(FORMAT, raw[:SIZE])):
         values[name] = int.from_bytes(value, "little", signed=True) / 1000 if code == "t" else value
@@ -170,15 +193,18 @@ def _lua() -> str:
                         for n, l in FIELDS)
     ceilings = ", ".join(str(_CEILING.get(code, 0)) for code in codes)
     return "\n".join([
-        f"local REC_FORMAT, REC_SIZE = '{_LUA_FORMAT}', {SIZE}",
+        f"local REC_FORMAT, REC_SIZE, REC_OLD_SIZE = '{_LUA_FORMAT}', {SIZE}, {OLD_SIZE}",
         f"local REC_NAMES = {{{', '.join(repr(n) for n in names)}}}",
         f"local REC_TIME = {{{', '.join('true' if c == 't' else 'false' for c in codes)}}}",
         f"local REC_CEILING = {{{ceilings}}}",
         f"local REC_DEFAULT = {{{default}}}",
         f"local REC_SLOTS, REC_EMPTY_BIN = {SLOTS}, {EMPTY_BIN}",
+        f"local KIND_PAGE, KIND_SITEMAP, KIND_HUB = {KIND_PAGE}, {KIND_SITEMAP}, {KIND_HUB}",
+        f"local ALIVE, SUSPECT, REMOVED, MOVED = {ALIVE}, {SUSPECT}, {REMOVED}, {MOVED}",
         f"local BIN_BASE, BINS_PER_DOUBLING, NBINS = {BIN_BASE_SECONDS!r}, {BINS_PER_DOUBLING}, {NBINS}",
         "local function rec_read(raw)",
         "  local r = {}",
+        "  if raw and #raw == REC_OLD_SIZE then raw = raw .. string.rep('\\0', REC_SIZE - REC_OLD_SIZE) end",
         "  if raw and #raw < REC_SIZE then",
         "    error('page record of ' .. #raw .. ' bytes, expected ' .. REC_SIZE .. ': written by '",
         "          .. 'another version of webcrawl; clear the crawl (scrapy crawlstate --clear)')",
@@ -234,9 +260,7 @@ def unpack_many(raws: list[bytes]) -> np.ndarray:
     out = np.zeros(len(raws), dtype=DTYPE)
     if not raws:
         return out
-    for raw in raws:
-        _check_size(raw)
-    packed = np.frombuffer(b"".join(r[:SIZE] for r in raws), dtype=PACKED_DTYPE)
+    packed = np.frombuffer(b"".join(_sized(r)[:SIZE] for r in raws), dtype=PACKED_DTYPE)
     for name, code in FIELDS:
         out[name] = _times(packed[name]) if code == "t" else packed[name]
     return out

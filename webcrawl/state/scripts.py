@@ -40,8 +40,12 @@ def _source(name: str) -> str:
     return resources.files("webcrawl.state").joinpath(f"lua2/{name}.lua").read_text()
 
 
+#: Scripts made of several files, joined in this order (one concern a file).
+_PARTS = {"land": ("land_head", "lifecycle", "land")}
+
+
 def _shard_source(name: str) -> str:
-    return records.LUA + _source("common") + _source(name)
+    return records.LUA + _source("common") + "".join(_source(p) for p in _PARTS.get(name, (name,)))
 
 
 #: The KEYS of each shard script, by attribute name of :class:`ShardKeys` ("op" is the call's
@@ -55,7 +59,8 @@ KEYS: dict[str, tuple[str, ...]] = {
     "reclaim": ("leases", "leased", "frontier", "due", "ready_new", "ready_due", "next", "queued",
                 "pages"),
     "land": ("pages", "validators", "due", "ready_due", "next", "delay", "health", "ready_new",
-             "frontier", "listing", "trust_sitemaps", "trust_validators", "dirty", "bodies", "op"),
+             "frontier", "listing", "trust_sitemaps", "trust_validators", "dirty", "records", "events",
+             "op"),
     "claim": ("next", "delay", "frontier", "due", "ready_new", "ready_due"),
     "exclude": ("excluded", "excluded_version", "frontier", "due", "ready_new", "ready_due",
                 "queued"),

@@ -1,13 +1,15 @@
--- Everything a shard learns from a batch of fetches, atomically, in one call per reactor turn:
--- page observations, attempts (host health and backoff), politeness from finished fetches,
--- listing summaries, sitemap dates, revisit intervals and triggers, Crawl-delays, validator trust.
--- KEYS: pages, validators, due, ready_due, next, delay, health, ready_new, frontier, listing,
---       trust_sitemaps, trust_validators, dirty, bodies, op
--- ARGV: op ttl, default delay, sitemap trust (min agreements, max disagreement rate, memory),
---       the time before which no fetch makes its page due again (0: none), then ops, each a code
---       and its arguments (below). Returns 4 values per op.
---   O url host kind(f|n) time hash set_validators etag last_modified type tier pkind(p|s) change_age billed
---       -> verdict (new|changed|unchanged|none), interval, sitemap trust news, ''
+-- The land script, part 3 of 3: the operations, and the loop that runs them. Each op is a code
+-- and its arguments; page ops take the page's URL and host first, host ops the host. Returns
+-- REPLY_WIDTH values per op (unused ones ''). Event arguments (EV, 13 values, in this order):
+-- record, URL as fetched, status, site, page type, volatile fields, body pointer, body hash (8
+-- bytes), moved-from URL, moved-from URL as fetched, moved-from host, inherited record and
+-- inherited latest record (from a Y op on another shard); see lifecycle.lua.
+--   O url host kind(f|n) time hash set_validators etag last_modified type tier pkind(p|s|h)
+--     change_age billed EV
+--       -> verdict (new|changed|unchanged|none), interval, sitemap trust news, event kind, event
+--          entry id, the entry's fields as JSON (lifecycle.lua)
+--   G url host time billed EV -> suspect|removed|gone|'', '', '', event kind, entry id, entry JSON
+--   Y url host             -> packed record, latest record of a moved page, now retired ('' if none)
 --   T url host             -> '1' when the page is now due at once (a known change it follows)
 --   I url host iv due_at follow -> '1' when rescheduled (allocator: interval, optional due time,
 --                            whether known changes make the page due at once)
@@ -21,33 +23,6 @@
 --   F host at              -> next-allowed time pushed to at + delay (a fetch finished at server time at; now if later)
 --   D host seconds         -> the host's delay set (a Crawl-delay)
 --   V host event time earn_after ignore_limit lie_limit retry_seconds -> new state or ''
---   B url host pointer body_hash time -> the page's latest stored body
-local K = {pages = KEYS[1], validators = KEYS[2], due = KEYS[3], ready_due = KEYS[4],
-           next = KEYS[5], delay = KEYS[6], health = KEYS[7], ready_new = KEYS[8],
-           frontier = KEYS[9], listing = KEYS[10], trust_sitemaps = KEYS[11],
-           trust_validators = KEYS[12], dirty = KEYS[13], bodies = KEYS[14]}
-local cached = op_cached(KEYS[15])
-if cached then return cached end
-local default_delay = tonumber(ARGV[2])
-local TS_MIN, TS_MAX, TS_MEMORY = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
-local NOT_BEFORE = tonumber(ARGV[6]) or 0
-local now = server_now()
-local out = {}
-local rescored = {}
-
-local function reschedule(r, url, host, due)
-  -- r.due is the due member's time while the page is queued, -1 in flight, 0 unscheduled.
-  if r.due > 0 then
-    redis.call('ZREM', K.due, due_member(host, r.due, r.kind == 1 and 's' or 'p', url))
-  end
-  if due and due > 0 then
-    r.due = due
-    redis.call('ZADD', K.due, 0, due_member(host, due, r.kind == 1 and 's' or 'p', url))
-  elseif r.due ~= -1 then
-    r.due = 0
-  end
-  rescored[host] = true
-end
 
 local function add_interval(r, interval)
   local t = math.max(interval, BIN_BASE)
@@ -107,9 +82,25 @@ local function sitemap_trusted(host, mode)
   return trusted(tracker(K.trust_sitemaps, host))
 end
 
-local function observe(url, host, kind, time, hash, set_v, etag, lm, ptype, tier, pkind, age, billed)
+local function observe(url, host, kind, time, hash, set_v, etag, lm, ptype, tier, pkind, age, billed, e)
   local raw = redis.call('HGET', K.pages, url)
   local r = rec_read(raw)
+  local known = raw and true or false
+  local mover = take_moved(e)
+  if known and r.state == MOVED and not mover then
+    return 'none'  -- its history lives at the URL it moved to
+  end
+  local previous_at = nil
+  if mover then
+    previous_at = mover.r.last_fetched
+    if not known or r.state == MOVED then  -- the history follows the page to its new URL
+      r = mover.r
+      r.due, r.state, known = 0, ALIVE, true
+    end
+  elseif known then
+    previous_at = r.last_fetched
+  end
+  local was = r.state
   local news = ''
   r.fetches = r.fetches + 1
   if billed then
@@ -118,10 +109,10 @@ local function observe(url, host, kind, time, hash, set_v, etag, lm, ptype, tier
   end
   if ptype > 0 then r.type = ptype end
   if tier >= 0 then r.tier = tier end
-  if pkind == 's' then r.kind = 1 end
+  if pkind == 's' then r.kind = KIND_SITEMAP elseif pkind == 'h' then r.kind = KIND_HUB end
   local verdict, interval = 'none', nil
   if kind == 'n' then r.not_modified = r.not_modified + 1 end
-  if not raw then
+  if not known then
     if kind == 'f' then
       verdict = 'new'
       r.first_seen, r.last_fetched, r.last_change = time, time, time
@@ -159,6 +150,7 @@ local function observe(url, host, kind, time, hash, set_v, etag, lm, ptype, tier
     end
   end
   if kind == 'f' then r.hash = hash end
+  if e.body8 ~= '' then r.body8 = e.body8 end
   if set_v == '1' then
     if etag ~= '' or lm ~= '' then
       redis.call('HSET', K.validators, url, etag .. '\t' .. lm)
@@ -166,22 +158,47 @@ local function observe(url, host, kind, time, hash, set_v, etag, lm, ptype, tier
       redis.call('HDEL', K.validators, url)
     end
   end
-  if verdict ~= 'none' or raw then
+  -- The event, if this observation makes one (a 304 only restores: it shows the page is there).
+  local event, id, entry, previous = '', '', '', ''
+  if mover and kind == 'f' then event = 'moved'
+  elseif was == REMOVED then event = 'restored'
+  elseif kind == 'f' and (verdict == 'new' or verdict == 'changed') then event = verdict end
+  r.state = ALIVE
+  if event ~= '' and r.type > 0 then
+    if event ~= 'new' then
+      previous = mover and mover.blob or redis.call('HGET', K.records, url) or ''
+    end
+    local record = kind == 'f' and e.record or previous
+    if mover then
+      id, entry = emit(event, e, e.moved_url, e.moved_from, time, previous_at, previous, record,
+                       e.url)
+    else
+      id, entry = emit(event, e, e.url, url, time, event ~= 'new' and previous_at or nil,
+                       previous, record, '')
+    end
+  else
+    event = ''
+  end
+  if kind == 'f' and e.record ~= '' then redis.call('HSET', K.records, url, e.record) end
+  if verdict ~= 'none' or known then
     local due = nil
     if r.iv > 0 then due = math.max(r.last_fetched + r.iv, NOT_BEFORE) end
     if r.due == -1 then r.due = 0 end
     reschedule(r, url, host, due)
-    redis.call('HSET', K.pages, url, rec_write(r))
-    redis.call('SADD', K.dirty, url)
+    save(r, url)
   end
-  return verdict, interval and num(interval) or '', news, ''
+  return verdict, interval and num(interval) or '', news, event, id, entry
 end
 
 local function trigger(url, host, at)
   local raw = redis.call('HGET', K.pages, url)
   if not raw then return '' end
   local r = rec_read(raw)
-  if r.follow ~= 1 or r.due == -1 or (r.due > 0 and r.due <= at) then return '' end
+  if r.state == MOVED or r.state == SUSPECT then return '' end
+  -- A removed page shown again (a listing, a sitemap date) is probed at once, followed or not.
+  if (r.follow ~= 1 and r.state ~= REMOVED) or r.due == -1 or (r.due > 0 and r.due <= at) then
+    return ''
+  end
   reschedule(r, url, host, at)
   redis.call('HSET', K.pages, url, rec_write(r))
   return '1'
@@ -193,7 +210,7 @@ local function interval(url, host, iv, due_at, follow)
   local r = rec_read(raw)
   r.iv = iv
   r.follow = follow
-  if r.due ~= -1 then
+  if r.due ~= -1 and r.state == ALIVE then  -- a page gone, removed or moved keeps its own due
     local due = due_at
     -- From the page's latest try: a fetch that landed nothing still counts as a visit here,
     -- so a new interval cannot make a page just tried due again at once.
@@ -219,9 +236,11 @@ local function listing(url, host, hash, listed_at)
   if redis.call('HEXISTS', K.pages, url) == 1 then
     redis.call('SADD', K.dirty, url)  -- the allocator reads what listings say of the page
   end
-  if status == 'changed' then
-    local raw = redis.call('HGET', K.pages, url)
-    local r = raw and rec_read(raw)
+  local raw = redis.call('HGET', K.pages, url)
+  local r = raw and rec_read(raw)
+  if r and r.state == REMOVED and (status ~= 'unchanged' or previous_listed < r.last_tried) then
+    trigger(url, host, now)  -- listed again after its removal: probe it now
+  elseif status == 'changed' then
     if r and r.last_fetched >= previous_listed and r.last_changed == 1 then
       status = 'seen'  -- fetched since the previous listing, and the change was seen then
     elseif r then
@@ -331,6 +350,7 @@ local function release(url, host, attempted)
   elseif r.iv > 0 then
     due = math.max(now, r.last_fetched + r.iv)
   end
+  if r.state ~= ALIVE then due = lifecycle_due(r, due) end
   reschedule(r, url, host, due)
   redis.call('HSET', K.pages, url, rec_write(r))
   return '1'
@@ -338,15 +358,32 @@ end
 
 local function opt(x) if x == '' then return nil end return tonumber(x) end
 
-local i = 7
+-- The event arguments of an op, from ARGV[j] on (the EV list above).
+local function event_args(j)
+  return {record = ARGV[j], url = ARGV[j + 1], status = ARGV[j + 2], site = ARGV[j + 3],
+          page_type = ARGV[j + 4], volatile = ARGV[j + 5], pointer = ARGV[j + 6],
+          body8 = ARGV[j + 7], moved_from = ARGV[j + 8], moved_url = ARGV[j + 9],
+          moved_host = ARGV[j + 10], inherit = ARGV[j + 11], inherit_blob = ARGV[j + 12]}
+end
+local EV = 13
+
+local i = FIRST_OP
 while i <= #ARGV do
   local code = ARGV[i]
-  local a, b, c, d = '', '', '', ''
+  local a, b, c, d, e, f, g = '', '', '', '', '', '', ''
   if code == 'O' then
-    a, b, c, d = observe(ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], tonumber(ARGV[i + 4]), ARGV[i + 5],
-                         ARGV[i + 6], ARGV[i + 7], ARGV[i + 8], tonumber(ARGV[i + 9]),
-                         tonumber(ARGV[i + 10]), ARGV[i + 11], opt(ARGV[i + 12]), opt(ARGV[i + 13]))
-    i = i + 14
+    a, b, c, d, e, f, g = observe(ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], tonumber(ARGV[i + 4]),
+                                  ARGV[i + 5], ARGV[i + 6], ARGV[i + 7], ARGV[i + 8],
+                                  tonumber(ARGV[i + 9]), tonumber(ARGV[i + 10]), ARGV[i + 11],
+                                  opt(ARGV[i + 12]), opt(ARGV[i + 13]), event_args(i + 14))
+    i = i + 14 + EV
+  elseif code == 'G' then
+    a, b, c, d, e, f, g = gone(ARGV[i + 1], ARGV[i + 2], tonumber(ARGV[i + 3]), opt(ARGV[i + 4]),
+                               event_args(i + 5))
+    i = i + 5 + EV
+  elseif code == 'Y' then
+    a, b = give_up(ARGV[i + 1], ARGV[i + 2])
+    i = i + 3
   elseif code == 'T' then
     a = trigger(ARGV[i + 1], ARGV[i + 2], now)
     i = i + 3
@@ -373,9 +410,6 @@ while i <= #ARGV do
   elseif code == 'D' then
     redis.call('HSET', K.delay, ARGV[i + 1], ARGV[i + 2])
     i = i + 3
-  elseif code == 'B' then
-    redis.call('HSET', K.bodies, ARGV[i + 1], ARGV[i + 3] .. '\t' .. ARGV[i + 4] .. '\t' .. ARGV[i + 5])
-    i = i + 6
   elseif code == 'V' then
     a = validator_trust(ARGV[i + 1], ARGV[i + 2], tonumber(ARGV[i + 3]), tonumber(ARGV[i + 4]),
                         tonumber(ARGV[i + 5]), tonumber(ARGV[i + 6]), tonumber(ARGV[i + 7]))
@@ -384,7 +418,8 @@ while i <= #ARGV do
     return redis.error_reply('land: unknown op ' .. tostring(code) .. ' at argument ' .. i)
   end
   local o = #out
-  out[o + 1], out[o + 2], out[o + 3], out[o + 4] = a, b, c, d
+  out[o + 1], out[o + 2], out[o + 3], out[o + 4] = a or '', b or '', c or '', d or ''
+  out[o + 5], out[o + 6], out[o + 7], out[o + 8] = e or '', f or '', g or '', ''
 end
 for host in pairs(rescored) do rescore(K, host) end
-return op_store(KEYS[15], tonumber(ARGV[1]), out)
+return op_store(KEYS[16], tonumber(ARGV[1]), out)
