@@ -27,7 +27,8 @@ from tests.test_pipelines_recordhash import (  # noqa: F401
     module_shop,
     state,
 )
-from webcrawl.commands.body import Command, parse_time
+from webcrawl.commands._times import parse_time
+from webcrawl.commands.body import Command
 from webcrawl.demo.catalog import DAY
 from webcrawl.store import BodyReader, BodyWriter, Pointer, SiteBodyStore, bodies_folder
 
@@ -125,6 +126,8 @@ def run_in_process(data: Path, *argv: str) -> int:
     except UsageError as exc:
         print(exc, file=sys.stderr)
         return 2
+    except SystemExit as exc:  # a one-line error (webcrawl.commands._errors.fail)
+        return int(exc.code or 0)
     return command.exitcode
 
 

@@ -24,6 +24,7 @@ from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
 
 from webcrawl.commands._errors import fail
+from webcrawl.commands._times import parse_time
 from webcrawl.parse import Canonicalizer
 from webcrawl.store import BodyReader, Pointer, StoreError, bodies_folder, export_warc, machine_name, verify
 
@@ -31,22 +32,6 @@ if TYPE_CHECKING:
     import argparse
 
     from webcrawl.store import StoredBody
-
-
-def parse_time(text: str) -> float:
-    """Seconds since the epoch from a number or an ISO 8601 date-time (UTC when naive)."""
-    try:
-        return float(text)
-    except ValueError:
-        pass
-    try:
-        moment = datetime.fromisoformat(text)
-    except ValueError:
-        raise UsageError(f"--as-of {text!r}: expected seconds since the epoch or an ISO 8601 "
-                         "date-time such as 2026-01-31T12:00:00Z", print_help=False) from None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return moment.timestamp()
 
 
 def _stores_hint(data_dir: Path) -> str:

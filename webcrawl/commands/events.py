@@ -25,7 +25,7 @@ from scrapy.commands import ScrapyCommand
 from webcrawl.change.events import KINDS
 from webcrawl.commands._errors import fail
 from webcrawl.commands._oneshot import command_redis
-from webcrawl.commands.body import parse_time
+from webcrawl.commands._times import parse_time
 from webcrawl.config import StateConfig
 from webcrawl.state.clearing import crawl_has_keys, known_crawls, layout_of
 from webcrawl.state.eventlog import EventLog
@@ -86,7 +86,7 @@ class Command(ScrapyCommand):
             fail("name one site", "scrapy events <site> [--since T] [--kind K] [-o FILE]")
         assert self.settings is not None
         site = args[0]
-        since = parse_time(opts.since) if opts.since else None
+        since = parse_time(opts.since, "--since") if opts.since else None
         kinds = _kinds(opts.kind)
         if opts.output and opts.overwrite_output:
             fail("-o and -O both given", "append with -o FILE or write anew with -O FILE")
