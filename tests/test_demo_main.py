@@ -1,6 +1,7 @@
 """``python -m webcrawl.demo`` as a user runs it: a real child process serving the shop and running
 ``scrapy crawl demo`` with the embedded Redis in a temporary data folder, twice, so that the second
-run resumes the crawl; every cycle's files are kept and numbered as the report numbers them."""
+run resumes the crawl; every cycle's files are kept and numbered as the report numbers them, and
+the first run's feed holds every kind of change event, each true of the shop."""
 
 from __future__ import annotations
 
@@ -11,10 +12,17 @@ import socket
 import subprocess
 import sys
 import time
+from collections import Counter
 from datetime import datetime
 from pathlib import Path
 
 from tests.crawls import REPO
+from webcrawl.change.events import EVENT_FIELDS, KINDS
+from webcrawl.demo.__main__ import (FASTEST_CHANGE, HOSTS, LIFECYCLE, REMOVAL_CONFIRM_SECONDS,
+                                    REMOVED_PROBE_SECONDS, SLOWEST_CHANGE, crawl_command)
+from webcrawl.demo._summary import CrawlRun, Paths, cycle_line, event_counts
+from webcrawl.demo.server import default_hosts
+from webcrawl.demo.shop import ShopSite
 from webcrawl.state.embedded import EmbeddedRedis
 
 PRODUCTS = 200  # the shop's default catalog
@@ -92,17 +100,56 @@ def allowed(budget: float, cycle_seconds: float) -> float:
     return budget + (3.0 + 1.0) * budget / cycle_seconds + 8
 
 
+def demo_shop(folder: Path, port: int) -> ShopSite:
+    """The truth of the shop a demo run served: its products, clock and lifecycle."""
+    origin = json.loads((folder / "shop-clock.json").read_text())["origin"]
+    site = ShopSite(0, time_scale=1.0, epoch=origin, clock_origin=origin, lifecycle=LIFECYCLE,
+                    min_change_interval=FASTEST_CHANGE, max_change_interval=SLOWEST_CHANGE)
+    site.bind(default_hosts(HOSTS), port)
+    return site
+
+
+def product_of(url: str) -> int:
+    match = re.search(r"/product/(\d+)/", url)
+    assert match, url
+    return int(match.group(1))
+
+
+def check_lifecycle_events(events: list[dict], site: ShopSite) -> None:
+    """Every removed, moved and restored event is true of the shop when it was detected."""
+    for event in events:
+        i, when = product_of(event["url"]), event["detected_at"]
+        fate, state = site.catalog.fate(i), site.product_state(i, when)
+        if event["kind"] == "removed":
+            assert (state.state, state.status) == ("dead", event["status"]), event
+        elif event["kind"] == "moved":
+            assert state.state == "moved" and event["moved_to"] == state.location, event
+            assert fate is not None and event["url"] == site.product_url(i, fate.start - 1), event
+        elif event["kind"] == "restored":
+            assert state.state == "alive" and fate is not None and fate.kind == "death", event
+            assert fate.end <= when, event
+
+
 def test_demo_keeps_every_cycle_and_numbers_them_as_the_report(tmp_path: Path) -> None:
     data = tmp_path / "data"
-    first, seconds = run_demo(tmp_path, data, "--fresh", "--port", "0", "--cycles", "1")
-    assert seconds < 120, f"the demo took {seconds:.0f} s"
+    first, seconds = run_demo(tmp_path, data, "--fresh", "--port", "0")
+    assert seconds < 150, f"the demo took {seconds:.0f} s"
     # Each cycle is one continuous-mode crawl that stops after its cycle.
     assert re.search(r"^cycle 1 \(\d\d:\d\d:\d\d-\d\d:\d\d:\d\d UTC\): crawl finished "
                      r"\(stop_after_cycles\)", first, re.M), first
-    # The first cycle discovers every product (and may revisit some: the shop changes meanwhile).
+    port = re.search(r"port (\d+)", first)
+    assert port, first
+    folder = data / "demo"
+    site = demo_shop(folder, int(port.group(1)))
+    stats, changes, started, finished = kept_cycle(folder / "cycles" / "1")
+    # The first cycle discovers every product the shop lists meanwhile (and may revisit some: the
+    # shop changes); products are born and die from 20 s on, after it in most runs.
+    span = [started.timestamp(), finished.timestamp()]
+    present = [sum(1 for i in range(PRODUCTS) if f(site.catalog.listed(i, t) for t in span))
+               for f in (all, any)]
     pages, records, new, *_, listed = row(first, "product")
-    assert new == PRODUCTS and pages == records >= PRODUCTS and listed == 0, first
-    assert row(first, "category")[-1] >= PRODUCTS  # every product listed
+    assert present[0] <= new <= present[1] and pages == records >= new and listed == 0, first
+    assert row(first, "category")[-1] >= present[0]  # every product listed
     assert row(first, "(no type)")[0] > 0
     assert "robots.txt      4 fetched" in first
     sitemaps = re.search(r"^sitemaps\s+(\d+) read", first, re.M)
@@ -110,46 +157,75 @@ def test_demo_keeps_every_cycle_and_numbers_them_as_the_report(tmp_path: Path) -
     for odd in ("binary 1", "encoding/broken 1", "truncated 1"):
         assert odd in first, first
 
-    folder = data / "demo"
-    stats, changes, _, finished = kept_cycle(folder / "cycles" / "1")
     assert stats["finish_reason"] == "stop_after_cycles"
     assert stats["webcrawl/parse/page_type/product"] == pages
-    assert sum(c["page_type"] == "product" and c["change"] == "new" for c in changes) == PRODUCTS
-    assert all("body" not in c and c["record"] for c in changes if c["page_type"] == "product")
+    new_products = sum(c["page_type"] == "product" and c["kind"] == "new" for c in changes)
+    assert present[0] <= new_products <= present[1]
+    assert all(list(c) == list(EVENT_FIELDS) for c in changes)
+    assert all(c["record"] for c in changes if c["page_type"] == "product" and c["kind"] != "removed")
     assert (data / "appendonly.aof").exists(), "the embedded Redis keeps its data in the data dir"
     assert not (tmp_path / ".webcrawl").exists(), "WEBCRAWL_DATA_DIR was not respected"
     assert not EmbeddedRedis(data)._alive(), "the demo left its redis-server running"
 
-    # Same port, same crawl state, the shop going on: two revisit cycles on a small budget, each
-    # within it (and what the bucket carried), that find changed records; then the report over
-    # all cycles.
-    port = re.search(r"port (\d+)", first)
-    assert port, first
-    second, _ = run_demo(tmp_path, data, "--port", port.group(1), "--cycles", "2", "--budget", "80",
+    # The two revisit cycles of the first run see every kind of event, each true of the shop,
+    # and their lines count them.
+    later = [kept_cycle(folder / "cycles" / str(n)) for n in (2, 3)]
+    events = [c for k in later for c in k[1]]
+    assert set(Counter(c["kind"] for c in events)) == set(KINDS), Counter(c["kind"] for c in events)
+    check_lifecycle_events(events, site)
+    for n, (_, cycle_events, _, _) in zip((2, 3), later):
+        counts = Counter(c["kind"] for c in cycle_events)
+        assert re.search(rf"^cycle {n} .*events: {counts['new']} new, {counts['changed']} changed, "
+                         rf"{counts['removed']} removed, {counts['moved']} moved, "
+                         rf"{counts['restored']} restored \(\d+ records unchanged\)", first, re.M), first
+
+    # Same port, same crawl state, the shop going on: a revisit cycle on a small budget, within
+    # it (and what the bucket carried); then the report over all cycles.
+    second, _ = run_demo(tmp_path, data, "--port", port.group(1), "--cycles", "1", "--budget", "80",
                          "--cycle-seconds", "10")
     cycles = re.findall(r"^cycle (\d+) \([^)]*\): (\w+) in [\d.]+ s, (\d+) requests", second, re.M)
-    assert [c[0] for c in cycles] == ["2", "3"], second
+    assert [c[0] for c in cycles] == ["4"], second
     for _, _, requests in cycles:
         assert int(requests) <= allowed(80, 10), second
     report = second.split("webcrawl report", 1)[1]
     reported = re.findall(r"^(\d+)\s+\S+ \S+\s+([\d,]+)\s+([\d,]+)\s", report, re.M)
-    assert [r[0] for r in reported] == ["1", "2", "3"], report
+    assert [r[0] for r in reported] == ["1", "2", "3", "4"], report
     for n, budget, spent in reported:
         budget_, spent_ = (float(v.replace(",", "")) for v in (budget, spent))
-        assert budget_ == (450 if n == "1" else 80), report
-        assert spent_ <= allowed(budget_, 15 if n == "1" else 10), report
+        assert budget_ == (80 if n == "4" else 450), report
+        assert spent_ <= allowed(budget_, 10 if n == "4" else 15), report
     product = re.search(r"^product\s+(\d+)\s+(\d+)\s+(\d+)", report, re.M)
     assert product and int(product.group(3)) > 0, f"no change found: {report}"
     assert (folder / "report.html").read_text().startswith("<!DOCTYPE html>")
 
     # Every cycle's feed, stats and log are kept; the top feed holds them all, in order.
-    kept = [kept_cycle(folder / "cycles" / str(n)) for n in (1, 2, 3)]
-    assert sorted(p.name for p in (folder / "cycles").iterdir()) == ["1", "2", "3"]
-    assert finished <= kept[1][2] < kept[1][3] <= kept[2][2]
+    kept = [kept_cycle(folder / "cycles" / str(n)) for n in (1, 2, 3, 4)]
+    assert sorted(p.name for p in (folder / "cycles").iterdir()) == ["1", "2", "3", "4"]
+    assert all(a[3] <= b[2] < b[3] for a, b in zip(kept, kept[1:]))
     every = [json.loads(line) for line in (folder / "changes.jsonl").read_text().splitlines()]
     assert every == [c for k in kept for c in k[1]]
-    assert sum(1 for c in kept[1][1] + kept[2][1] if c["change"] == "changed") > 0
+    assert sum(1 for k in kept[1:] for c in k[1] if c["kind"] == "changed") > 0
     assert not EmbeddedRedis(data)._alive(), "the demo left its redis-server running"
+
+
+def test_a_cycle_line_counts_the_feeds_events_by_kind(tmp_path: Path) -> None:
+    run = CrawlRun(0, 15.2, {"webcrawl/records/unchanged/product": 7, "finish_reason": "stop_after_cycles",
+                             "downloader/request_count": 40}, 2, tmp_path)
+    assert "events: 0 new, 0 changed, 0 removed, 0 moved, 0 restored (7 records unchanged)" in cycle_line(run)
+    kinds = ["new", "changed", "changed", "removed", "moved", "restored", "restored", "restored"]
+    lines = [json.dumps({"kind": k, "url": f"http://127.0.0.3/product/{n}/x"}) for n, k in enumerate(kinds)]
+    run.changes.write_text("\n".join(lines) + '\n{"torn": ')
+    assert event_counts(run.changes) == Counter(kinds)
+    assert "events: 1 new, 2 changed, 1 removed, 1 moved, 3 restored (7 records unchanged)" in cycle_line(run)
+
+
+def test_the_crawl_confirms_removals_within_a_cycle(tmp_path: Path) -> None:
+    command = crawl_command(8000, Paths(tmp_path), False, 450, 15.0)
+    settings = dict(arg.split("=", 1) for arg in command[command.index("-s"):] if arg != "-s")
+    assert float(settings["WEBCRAWL_REMOVAL_CONFIRM_SECONDS"]) == REMOVAL_CONFIRM_SECONDS < 15
+    assert float(settings["WEBCRAWL_REMOVED_PROBE_SECONDS"]) == REMOVED_PROBE_SECONDS
+    # A product dead for the shortest time is probed after its return: seen restored, not alive.
+    assert REMOVAL_CONFIRM_SECONDS + REMOVED_PROBE_SECONDS > LIFECYCLE.dead_for[1]
 
 
 def test_the_demo_server_on_a_busy_port_is_one_line_too(tmp_path: Path) -> None:

@@ -7,6 +7,10 @@ one cycle (``WEBCRAWL_STOP_AFTER_CYCLES=1``): the product's own pacing and cycle
 feed and stats dump per cycle. The shop runs in real time, so the crawl, the shop's dates
 (``Last-Modified``, sitemap ``lastmod``) and the revisit model share one clock.
 
+The shop's products also live and die (:data:`LIFECYCLE`): a few are born, die, come back, move
+and redirect for a while during the first run's second and third cycles, and the crawl confirms a
+removal within seconds (:data:`REMOVAL_CONFIRM_SECONDS`), so every kind of change event shows.
+
 The demo holds a connection to the crawl's Redis for the whole run (the embedded server stays up
 between cycles) and reads the ledger after each cycle for its number, the one ``scrapy report``
 shows. A cycle's files go to ``cycles/running/`` while it runs, then to ``cycles/<number>/``.
@@ -26,6 +30,7 @@ from typing import TYPE_CHECKING
 
 from webcrawl.commands._reportdata import ledger_for
 from webcrawl.demo._summary import SITE, CrawlRun, Paths, cycle_line, read_stats, summary
+from webcrawl.demo.lifecycle import Lifecycle
 from webcrawl.demo.serve import ServerProcess, start_server_process
 from webcrawl.items import EXPORTED_FIELDS
 from webcrawl.state.client import RedisUnavailable, open_handle
@@ -38,20 +43,33 @@ DEFAULT_PORT = 8000  # the demo site file's default for ${WEBCRAWL_DEMO_PORT}
 #: How often the shop's products change, in seconds: each product at its own rate, spread
 #: log-uniformly between these (a share of them never changes).
 FASTEST_CHANGE, SLOWEST_CHANGE = 5.0, 3600.0
+#: The products' lives, in seconds after the shop's first start: fates begin between 20 s and
+#: 34 s, after a first cycle of 15 s has discovered the shop, so that the next two cycles see (with
+#: the shop's seed 0) 5 of the 200 products born, 20 die (13 come back 12-18 s later), 6 move and
+#: 5 redirect for 8-15 s.
+LIFECYCLE = Lifecycle(start=20.0, span=14.0, birth_share=0.03, death_share=0.08,
+                      dead_for=(12.0, 18.0), move_share=0.04, temp_share=0.03, temp_for=(8.0, 15.0))
+#: A page answering 404/410 is fetched again this soon, and removed if it still does; a removed
+#: page is probed this often, so one that comes back 12-18 s later is seen restored in the run.
+REMOVAL_CONFIRM_SECONDS, REMOVED_PROBE_SECONDS = 5.0, 15.0
 
 DESCRIPTION = """\
 Serve the bundled demo shop on 127.0.0.2-5 and crawl it with `scrapy crawl demo` in continuous
 mode, one cycle after another, then print `scrapy report demo` and write its HTML page.
 
 The shop's products change in real time, each at its own pace (from every few seconds to about
-once an hour; some never). Each cycle lasts --cycle-seconds and may spend --budget requests,
-paced evenly over the cycle. On a new crawl the first cycle discovers the shop; later cycles
-revisit the pages where the revisit model expects changes, and read the sitemaps and listings
-that announce them. A later run resumes the crawl, and the shop, where the last one stopped;
---fresh starts both over. Cycles are numbered as `scrapy report demo` numbers them.
+once an hour; some never). From 20 s after the shop's first start, a few products are born, die
+(404 or 410), come back, move to a new address (301 or 308) or redirect for a while (302 or 307).
+Each cycle lasts --cycle-seconds and may spend --budget requests, paced evenly over the cycle. On
+a new crawl the first cycle discovers the shop; later cycles revisit the pages where the revisit
+model expects changes, and read the sitemaps and listings that announce them. Each cycle's line
+counts its change events by kind. A later run resumes the crawl, and the shop, where the last one
+stopped (the products' births, deaths and moves happen in the first run only); --fresh starts
+both over. Cycles are numbered as `scrapy report demo` numbers them.
 
 Files, under $WEBCRAWL_DATA_DIR/demo/ (default .webcrawl/demo/):
-  changes.jsonl    new and changed records of every cycle, appended cycle after cycle
+  changes.jsonl    change events (new, changed, removed, moved, restored) of every cycle,
+                   appended cycle after cycle
   cycles/N/        cycle N: changes.jsonl, stats.json (with start and finish times), crawl.log
   report.html      the report page over every cycle
   requests.jsonl   the shop's request log, appended run after run
@@ -61,7 +79,8 @@ Files, under $WEBCRAWL_DATA_DIR/demo/ (default .webcrawl/demo/):
 def start_shop(paths: Paths, port: int = 0) -> ServerProcess:
     """The demo shop on 127.0.0.2-5 in a child process, logging requests to ``requests.jsonl``.
     Its products' histories start at the first run's start (``shop-clock.json``) and go on in
-    real time, so a resumed crawl's records are compared with the shop's later state."""
+    real time, so a resumed crawl's records are compared with the shop's later state (and its
+    products' lives, :data:`LIFECYCLE`, happen once, in the first run)."""
     paths.folder.mkdir(parents=True, exist_ok=True)
     clock = paths.folder / "shop-clock.json"
     kept = json.loads(clock.read_text()) if clock.exists() else {}
@@ -69,7 +88,7 @@ def start_shop(paths: Paths, port: int = 0) -> ServerProcess:
     shop = start_server_process("shop", HOSTS, paths.requests, port=port, time_scale=1.0,
                                 epoch=origin, clock_origin=origin,
                                 min_change_interval=FASTEST_CHANGE,
-                                max_change_interval=SLOWEST_CHANGE)
+                                max_change_interval=SLOWEST_CHANGE, lifecycle=LIFECYCLE)
     clock.write_text(json.dumps({"origin": origin}))
     return shop
 
@@ -82,16 +101,17 @@ def _settings(redis_url: str | None, paths: Paths) -> dict[str, object]:
 def crawl_command(port: int, paths: Paths, fresh: bool, budget: float, cycle_seconds: float,
                   redis_url: str | None = None) -> list[str]:
     """The ``scrapy crawl demo`` command line of one cycle: continuous mode, stopping after one
-    cycle; its feed goes to the running cycle's folder and is appended to ``changes.jsonl``."""
-    feed = {"format": "jsonlines", "fields": EXPORTED_FIELDS,
-            # Listing summaries are change detectors for the crawl, not output.
-            "item_classes": ["webcrawl.items.PageItem"]}
+    cycle, removals confirmed and removed pages probed within the run; its feed (change events)
+    goes to the running cycle's folder and is appended to ``changes.jsonl``."""
+    feed = {"format": "jsonlines", "fields": EXPORTED_FIELDS}
     feeds = {str(paths.running / "changes.jsonl"): {**feed, "overwrite": True},
              str(paths.changes): {**feed, "overwrite": False}}
     settings: dict[str, object] = {
         "WEBCRAWL_DEMO_PORT": port, **_settings(redis_url, paths), "WEBCRAWL_RESET": fresh,
         "WEBCRAWL_CYCLE_CONTINUOUS": True, "WEBCRAWL_CYCLE_SECONDS": cycle_seconds,
         "WEBCRAWL_BUDGET_PER_CYCLE": budget, "WEBCRAWL_STOP_AFTER_CYCLES": 1,
+        "WEBCRAWL_REMOVAL_CONFIRM_SECONDS": REMOVAL_CONFIRM_SECONDS,
+        "WEBCRAWL_REMOVED_PROBE_SECONDS": REMOVED_PROBE_SECONDS,
         "FEEDS": json.dumps(feeds), "LOG_FILE": paths.running / "crawl.log", "LOG_FILE_APPEND": False,
         "LOG_LEVEL": "INFO",
     }

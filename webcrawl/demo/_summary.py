@@ -1,19 +1,22 @@
 """The demo's files and what its crawls fetched: where a run keeps each cycle's files, the stats
-read back from a crawl's log, and as text: totals, a table by page type, refusals, filters, odd
-pages, and a one-line digest per later cycle."""
+read back from a crawl's log, the change events of a cycle's feed counted by kind, and as text:
+totals, a table by page type, refusals, filters, odd pages, and a one-line digest per later
+cycle."""
 
 from __future__ import annotations
 
 import ast
+import json
 import re
 import shutil
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from webcrawl.change.events import KINDS
 from webcrawl.commands._reportdata import NO_TYPE
 
 SITE = "demo"
@@ -112,6 +115,29 @@ def read_stats(log: Path) -> dict[str, Any]:
     return stats if isinstance(stats, dict) else {}
 
 
+def event_counts(feed: Path) -> Counter[str]:
+    """The change events of a feed file (JSON lines, one event a line) counted by ``kind``; a
+    missing file counts none, a torn or foreign line is skipped."""
+    counts: Counter[str] = Counter()
+    if not feed.exists():
+        return counts
+    with feed.open(encoding="utf-8", errors="replace") as lines:
+        for line in lines:
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(event, dict) and isinstance(event.get("kind"), str):
+                counts[event["kind"]] += 1
+    return counts
+
+
+def events_text(counts: Counter[str]) -> str:
+    """``3 new, 40 changed, 2 removed, 1 moved, 0 restored``: every kind, known ones first."""
+    kinds = list(KINDS) + sorted(set(counts) - set(KINDS))
+    return ", ".join(f"{counts[kind]} {kind}" for kind in kinds)
+
+
 def _family(stats: dict[str, Any], prefix: str) -> dict[str, int]:
     """``{rest: value}`` for every stats key ``prefix + rest`` without a further ``/``."""
     return {k[len(prefix):]: v for k, v in stats.items()
@@ -197,19 +223,20 @@ def summary(run: CrawlRun, paths: Paths) -> str:
     facts = _facts(s)
     width = max(len(name) for name, _ in facts)
     lines += [f"{name.ljust(width)}  {text}" for name, text in facts] + [""]
-    changes = sum(1 for _ in run.changes.open()) if run.changes.exists() else 0
-    lines += [f"changes  {run.changes}  ({changes} new or changed records; all cycles: {paths.changes})",
+    events = event_counts(run.changes)
+    lines += [f"events   {events_text(events)}",
+              f"changes  {run.changes}  ({sum(events.values())} change events; all cycles: {paths.changes})",
               f"stats    {run.stats_file}", f"log      {run.log}", f"requests {paths.requests}"]
     return "\n".join(lines)
 
 
 def cycle_line(run: CrawlRun) -> str:
-    """A revisit cycle in a line: what it fetched and what it found."""
+    """A revisit cycle in a line: what it fetched and the change events of its feed, by kind
+    (and the records it found unchanged, which make no event)."""
     s = run.stats
-    verdicts = {c: sum(_family(s, f"webcrawl/records/{c}/").values()) for c in
-                ("new", "changed", "unchanged")}
+    unchanged = sum(_family(s, "webcrawl/records/unchanged/").values())
     return (f"{_number(run)} ({_times(s)}): {s.get('finish_reason', '?')} in {run.seconds:.1f} s, "
             f"{s.get('downloader/request_count', 0)} requests, "
             f"{s.get('downloader/response_status_count/304', 0)} answered 304 Not Modified, "
-            f"records: {verdicts['new']} new, {verdicts['changed']} changed, "
-            f"{verdicts['unchanged']} unchanged; files in {run.folder}")
+            f"events: {events_text(event_counts(run.changes))} ({unchanged} records unchanged); "
+            f"files in {run.folder}")

@@ -1,8 +1,9 @@
 """The demo shop's catalog: products whose records change over simulated time.
 
 Pure and deterministic: the state of product ``i`` at simulated time ``t`` is a function of
-(seed, i, t), so a test can ask for the truth (versions, change times) without the server. The
-simulated clock runs ``time_scale`` times faster than real time from ``EPOCH``.
+(seed, i, t), so a test can ask for the truth (versions, change times, records, and with a
+:class:`~webcrawl.demo.lifecycle.Lifecycle` births, deaths, moves and temporary redirects) without
+the server. The simulated clock runs ``time_scale`` times faster than real time from ``EPOCH``.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ import time
 from array import array
 from bisect import bisect_right
 from dataclasses import dataclass
+
+from webcrawl.demo.lifecycle import Fate, Lifecycle, draw_fate
 
 EPOCH = 1_767_225_600.0  # 2026-01-01T00:00:00Z: simulated time zero, fixed so truth is portable
 DAY = 86_400.0
@@ -68,6 +71,10 @@ class SimClock:
     def time(self) -> float:
         return self.at(time.time())
 
+    def advance(self, seconds: float) -> None:
+        """Move simulated time forward by ``seconds`` (tests: a frozen clock jumps to an event)."""
+        self.epoch += seconds
+
     def at(self, wall: float) -> float:
         """Simulated time at real wall time ``wall``."""
         return self.epoch + (wall - self.origin) * self.time_scale
@@ -115,6 +122,12 @@ class _History:
                 self._step()
             return bisect_right(self.times, t)
 
+    def reach(self, version: int) -> None:
+        """Generate the history up to ``version`` changes (at least)."""
+        with self.lock:
+            while len(self.times) < version:
+                self._step()
+
     def _step(self) -> None:
         rng = self.rng
         price, stock, note = self.prices[-1], self.stocks[-1], self.notes[-1]
@@ -142,11 +155,14 @@ class Catalog:
 
     Rates are spread log-uniformly between one change per ``max_change_interval`` and one per
     ``min_change_interval`` simulated seconds; a ``never_change_share`` of products never change.
-    Querying a time far past the epoch costs one step per change of that product up to it."""
+    Querying a time far past the epoch costs one step per change of that product up to it.
+    With a ``lifecycle``, products are also born, die, come back, move and redirect for a while
+    (:mod:`webcrawl.demo.lifecycle`); without one every product lives at its first URL forever."""
 
     def __init__(self, seed: int = 0, products: int = 200, categories: int = 10,
                  epoch: float = EPOCH, min_change_interval: float = 600.0,
-                 max_change_interval: float = 30 * DAY, never_change_share: float = 0.15) -> None:
+                 max_change_interval: float = 30 * DAY, never_change_share: float = 0.15,
+                 lifecycle: Lifecycle | None = None) -> None:
         if products < 1 or categories < 1:
             raise ValueError(f"need products >= 1 and categories >= 1, got {products}, {categories}")
         if not 0 < min_change_interval <= max_change_interval:
@@ -171,6 +187,10 @@ class Catalog:
                 category=category, base_cents=rng.randrange(499, 25_000), rate=rate,
                 created=epoch - rng.uniform(1, 90) * DAY, description=paragraph(rng, 3)))
         self._histories = [_History(p, seed, epoch) for p in self.products]
+        self.lifecycle = lifecycle
+        self.fates: list[Fate | None] = [
+            None if lifecycle is None else draw_fate(lifecycle, epoch, seeded(seed, i, "lifecycle"))
+            for i in range(products)]
 
     def __len__(self) -> int:
         return len(self.products)
@@ -201,8 +221,61 @@ class Catalog:
 
     def record(self, i: int, t: float) -> dict[str, str | int]:
         """The record a product page shows at simulated time ``t``."""
-        p, history = self.products[i], self._histories[i]
-        v = history.version(t)
+        return self.record_at(i, self.version(i, t))
+
+    def record_at(self, i: int, version: int) -> dict[str, str | int]:
+        """Product ``i``'s record at ``version`` (0: as it was at the epoch)."""
+        if version < 0:
+            raise ValueError(f"version must be >= 0, got {version!r}")
+        p, history, v = self.products[i], self._histories[i], version
+        history.reach(v)
         return {"name": p.name, "price": f"{history.prices[v] / 100:.2f}",
                 "stock": history.stocks[v], "description": p.description + NOTES[history.notes[v]],
                 "sku": p.sku, "category": self.category_names[p.category]}
+
+    # -- lifecycle (all products alive at their first slug without one) ---------------------------
+
+    def fate(self, i: int) -> Fate | None:
+        """Product ``i``'s fate, None if it has none."""
+        return self.fates[i]
+
+    def state(self, i: int, t: float) -> tuple[str, int]:
+        """(state, HTTP status) of product ``i``'s first URL at ``t``: ``alive`` 200, ``unborn``
+        404, ``dead`` 404/410, ``moved`` 301/308, ``temp`` 302/307."""
+        fate = self.fates[i]
+        return ("alive", 200) if fate is None else fate.state(t)
+
+    def slug(self, i: int, t: float) -> str:
+        """Product ``i``'s slug at ``t`` (a moved product's new one from the move on)."""
+        fate, slug = self.fates[i], self.products[i].slug
+        return slug if fate is None else fate.slug(slug, t)
+
+    def listed(self, i: int, t: float) -> bool:
+        """Whether listings, links and sitemaps show product ``i`` at ``t``: born and not dead."""
+        fate = self.fates[i]
+        return fate is None or fate.listed(t)
+
+    def incarnation(self, i: int, t: float) -> float | None:
+        """When the resource product ``i``'s page serves at ``t`` began (birth, restore, move),
+        None if before any fate (see :meth:`Fate.incarnation`)."""
+        fate = self.fates[i]
+        return None if fate is None else fate.incarnation(t)
+
+    def last_modified(self, i: int, t: float) -> float:
+        """The page's ``Last-Modified`` at ``t``: its last change, or when its current resource
+        began (birth, restore, move) if later."""
+        last, began = self.last_change(i, t), self.incarnation(i, t)
+        return last if began is None else max(last, began)
+
+    def lifecycle_events(self, i: int) -> list[tuple[str, float]]:
+        """Product ``i``'s lifecycle events in time order (see :meth:`Fate.events`)."""
+        fate = self.fates[i]
+        return [] if fate is None else fate.events()
+
+    def category_last_change(self, c: int, t: float) -> float | None:
+        """When category ``c``'s listing last changed by ``t``: a listed member's record or
+        URL, or a member born, dying or coming back. None for an empty category."""
+        times = [self.last_modified(i, t) for i in self.in_category(c) if self.listed(i, t)]
+        times += [when for i in self.in_category(c) for kind, when in self.lifecycle_events(i)
+                  if when <= t and kind in ("born", "died", "restored", "moved")]
+        return max(times, default=None)

@@ -8,7 +8,8 @@ Command line::
 prints one line ``READY {"hosts": [...], "port": N, "site": ..., "pid": ..., ...}`` on stdout once
 every host is listening, then serves until SIGTERM or SIGINT. Site options are the keyword
 arguments of :class:`~webcrawl.demo.shop.ShopSite` / :class:`~webcrawl.demo.generated.GeneratedSite`
-with dashes (``--time-scale``); tuple options take comma-separated integers (``--lying-validators 2``).
+with dashes (``--time-scale``); tuple options take comma-separated integers (``--lying-validators 2``);
+the shop's ``--lifecycle`` takes ``on`` or ``key=value,...`` (:meth:`Lifecycle.parse`).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from webcrawl.demo.generated import GeneratedSite
+from webcrawl.demo.lifecycle import Lifecycle
 from webcrawl.demo.server import LogEntry, MultiHostServer, Site, default_hosts, read_log
 from webcrawl.demo.shop import ShopSite
 from webcrawl.demo.static import StaticSite
@@ -47,6 +49,10 @@ Sites: shop (a catalog whose records change over time), generated (pages of chos
 links), static (a folder of files, e.g. Debian's Python HTML documentation). The options below
 each apply to one site (named in their help); list options take comma-separated integers
 (--lying-validators 2,3).
+
+The shop's products are born, die (404 or 410), come back, move (301 or 308) and redirect for a
+while (302 or 307) with --lifecycle on, or with chosen shares and times (simulated seconds after
+--epoch): --lifecycle start=20,span=15,death_share=0.1,dead_for=10:20 (see docs/demo.md).
 """
 # Defaults that are paths on the machine that wrote the code: described, not printed.
 _PATH_DEFAULTS = {"root": "Debian's Python HTML documentation (python3.11-doc)"}
@@ -65,12 +71,23 @@ def build_site(name: str, hosts: int, seed: int = 0, **options: Any) -> Site:
     cls = SITES[name]
     if "hosts" in inspect.signature(cls).parameters:
         options["hosts"] = hosts
+    if isinstance(options.get("lifecycle"), str):  # the command line's text (and READY's)
+        options["lifecycle"] = Lifecycle.parse(options["lifecycle"])
     site: Site = cls(seed, **options)
     return site
 
 
 def _parse_ints(text: str) -> tuple[int, ...]:
     return tuple(int(x) for x in text.split(",") if x.strip())
+
+
+def _lifecycle_text(text: str) -> str:
+    """A valid ``--lifecycle`` as given: the text, not the object, goes into READY's options."""
+    try:
+        Lifecycle.parse(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
 
 
 def _add_site_flags(parser: argparse.ArgumentParser) -> None:
@@ -82,7 +99,12 @@ def _add_site_flags(parser: argparse.ArgumentParser) -> None:
                 continue
             seen.add(key)
             flag, kind = "--" + key.replace("_", "-"), str(param.annotation)
-            if kind == "bool":
+            if "Lifecycle" in kind:
+                parser.add_argument(flag, dest=key, type=_lifecycle_text, default=None,
+                                    metavar="on|KEY=VALUE,...",
+                                    help=f"{name} option: products born, dying, coming back, moving "
+                                         "and redirecting for a while (default off)")
+            elif kind == "bool":
                 parser.add_argument(flag, dest=key, action=argparse.BooleanOptionalAction,
                                     default=None)
             else:
@@ -199,7 +221,8 @@ def start_server_process(site: str, hosts: int, log_path: str | Path, *, seed: i
                          **options: Any) -> ServerProcess:
     """Start ``python -m webcrawl.demo.serve`` and return once it printed READY.
 
-    ``options`` are site options (``time_scale=3600``); tuples become comma lists. Raises
+    ``options`` are site options (``time_scale=3600``); tuples become comma lists, a
+    :class:`Lifecycle` its :meth:`~Lifecycle.spec` (or pass that text: ``lifecycle="on"``). Raises
     ``RuntimeError`` with the child's stderr if it exits or stays silent past ``timeout``."""
     argv = [sys.executable, "-m", "webcrawl.demo.serve", "--site", site, "--hosts", str(hosts),
             "--port", str(port), "--log", str(log_path), "--seed", str(seed),
@@ -208,6 +231,8 @@ def start_server_process(site: str, hosts: int, log_path: str | Path, *, seed: i
         flag = "--" + key.replace("_", "-")
         if isinstance(value, bool):
             argv.append(flag if value else "--no-" + key.replace("_", "-"))
+        elif isinstance(value, Lifecycle):
+            argv += [flag, value.spec()]
         else:
             text = ",".join(map(str, value)) if isinstance(value, tuple | list) else str(value)
             argv += [flag, text]

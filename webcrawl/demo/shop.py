@@ -9,7 +9,10 @@ Truth for tests: :class:`Catalog` is a pure model. Product i changes as a Poisso
 own rate; its events and records are a deterministic function of (seed, i, t), generated lazily in
 time order, so two loads at the same simulated time agree and a test can compute true freshness
 with :meth:`Catalog.version` / :meth:`Catalog.change_times`. Simulated time runs ``time_scale``
-times faster than real time from ``epoch`` (see :class:`SimClock`).
+times faster than real time from ``epoch`` (see :class:`SimClock`). With a ``lifecycle``
+(:mod:`webcrawl.demo.lifecycle`) products are also born, die (404 or 410), come back, move (301 or
+308 to a new slug) and redirect for a while (302 or 307); :meth:`ShopSite.product_state`,
+:meth:`ShopSite.answer` and :meth:`ShopSite.lifecycle_events` give that truth.
 """
 
 from __future__ import annotations
@@ -27,7 +30,12 @@ from urllib.parse import parse_qs, urlsplit
 
 from webcrawl.demo.catalog import (ADJECTIVES, DAY, EPOCH, NOUNS, WORDS, Catalog, SimClock, paragraph,
                                    seeded, sentence)
+from webcrawl.demo.lifecycle import Lifecycle, State
 from webcrawl.demo.server import Headers, Response
+
+#: The fields the demo site file (webcrawl/sites/demo.toml) extracts from a product page, in its
+#: order, its volatile ``served_at`` left out: the keys of :meth:`ShopSite.page_record`.
+RECORD_FIELDS = ("name", "price", "stock", "sku", "description", "category")
 
 def host_roles(hosts: Sequence[str]) -> tuple[str, list[str], str]:
     """(www, catalog shards, blog) for the served addresses."""
@@ -65,6 +73,8 @@ class ShopSite:
     text/html), ``/legacy/latin.html`` (invalid UTF-8), ``/calendar/<y>/<m>`` (endless months) and
     ``/archive/everything.html`` (``large_page_kb`` KiB). Hosts in ``throttle_hosts`` answer 429
     with ``Retry-After`` to requests (robots.txt aside) closer than ``throttle_seconds`` apart.
+    A ``lifecycle`` gives products births, deaths, restores, moves and temporary redirects; listings,
+    links and sitemaps show only products born and not dead, at their current URL.
     """
 
     def __init__(self, seed: int = 0, *, products: int = 200, categories: int = 10,
@@ -74,12 +84,12 @@ class ShopSite:
                  large_page_kb: int = 3072, ignore_validators: tuple[int, ...] = (),
                  lying_validators: tuple[int, ...] = (), crawl_delay: float = 0.0,
                  blog_posts: int = 12, throttle_hosts: tuple[int, ...] = (),
-                 throttle_seconds: float = 1.0) -> None:
+                 throttle_seconds: float = 1.0, lifecycle: Lifecycle | None = None) -> None:
         if per_page < 1:
             raise ValueError(f"per_page must be >= 1, got {per_page!r}")
         self.seed, self.per_page, self.large_page_kb = seed, per_page, large_page_kb
         self.catalog = Catalog(seed, products, categories, epoch, min_change_interval,
-                               max_change_interval, never_change_share)
+                               max_change_interval, never_change_share, lifecycle)
         self.clock = SimClock(time_scale, epoch, clock_origin)
         self.ignore_validators, self.lying_validators = set(ignore_validators), set(lying_validators)
         self.crawl_delay, self.blog_posts = crawl_delay, blog_posts
@@ -122,7 +132,7 @@ class ShopSite:
             return self._text(self._sitemap(host, now), "application/xml")
         if host == self.www:
             if route == "/":
-                return self._html(host, now, "Demo shop", self._index_main(host))
+                return self._html(host, now, "Demo shop", self._index_main(host, now))
             if m := re.fullmatch(r"/category/([a-z0-9-]+)/", route):
                 return self._listing(host, m.group(1), query.get("page", ["1"])[0], now)
             if route in ("/cart", "/search"):
@@ -131,7 +141,7 @@ class ShopSite:
             if m := re.fullmatch(r"/product/(\d+)/([a-z0-9-]+)", route):
                 return self._product(host, int(m.group(1)), m.group(2), headers, now)
             if route == "/":
-                return self._html(host, now, "Catalog", self._shard_main(host))
+                return self._html(host, now, "Catalog", self._shard_main(host, now))
         if host == self.blog:
             return self._blog_route(host, route, now)
         return self._not_found(host, now)
@@ -161,18 +171,54 @@ class ShopSite:
         """Simulated times of product ``i``'s changes in ``(start, end]``."""
         return self.catalog.change_times(i, start, end)
 
-    def product_url(self, i: int) -> str:
-        p = self.catalog.products[i]
-        return f"http://{self.shards[i % len(self.shards)]}:{self.port}/product/{i}/{p.slug}"
+    def product_url(self, i: int, t: float | None = None) -> str:
+        """Product ``i``'s URL at ``t`` (default: now): a moved product's new one from the move."""
+        slug = self.catalog.slug(i, self.now() if t is None else t)
+        return f"http://{self.shards[i % len(self.shards)]}:{self.port}/product/{i}/{slug}"
 
-    def product_index(self, url: str) -> int | None:
-        """The product a URL (with or without query string) shows, or None."""
+    def product_index(self, url: str, t: float | None = None) -> int | None:
+        """The product whose URL at ``t`` (default: now) ``url`` is (query string aside), or None."""
         parts = urlsplit(url)
         m = re.fullmatch(r"/product/(\d+)/[a-z0-9-]+", parts.path)
         if m is None or int(m.group(1)) >= len(self.catalog):
             return None
-        return int(m.group(1)) if self.product_url(int(m.group(1))).endswith(
+        return int(m.group(1)) if self.product_url(int(m.group(1)), t).endswith(
             f"{parts.hostname}:{parts.port}{parts.path}") else None
+
+    def product_state(self, i: int, t: float | None = None) -> State:
+        """What product ``i``'s first URL answers at ``t`` (default: now): ``alive``, ``unborn``,
+        ``dead`` (404 or 410), ``moved`` (``location``: the new URL) or ``temp`` (``location``:
+        the redirect's target, the product's category listing)."""
+        t = self.now() if t is None else t
+        state, status = self.catalog.state(i, t)
+        location = (self.product_url(i, t) if state == "moved" else
+                    self.category_url(self.catalog.products[i].category) if state == "temp" else None)
+        return State(state, status, location)
+
+    def answer(self, url: str, t: float | None = None) -> tuple[int, str | None] | None:
+        """(status, ``Location`` or None) the shop answers for a product page URL at ``t``
+        (default: now); None for a URL that is no product page."""
+        parts = urlsplit(url)
+        m = re.fullmatch(r"/product/(\d+)/([a-z0-9-]+)", parts.path)
+        if m is None or int(m.group(1)) >= len(self.catalog) or parts.port != self.port or \
+                parts.hostname != self.shards[int(m.group(1)) % len(self.shards)]:
+            return None
+        return self._answer(int(m.group(1)), m.group(2), self.now() if t is None else t)
+
+    def lifecycle_events(self, i: int) -> list[tuple[str, float]]:
+        """Product ``i``'s lifecycle events, (kind, simulated time) in time order: ``born``,
+        ``died``, ``restored``, ``moved``, ``redirected``, ``redirect_ended``; [] without any."""
+        return self.catalog.lifecycle_events(i)
+
+    def page_record(self, i: int, t: float | None = None, *, version: int | None = None
+                    ) -> dict[str, str]:
+        """The record the demo site file extracts from product ``i``'s page (:data:`RECORD_FIELDS`,
+        text as the crawler normalises it) at ``version``, or at the version current at ``t``
+        (default: now). The page serves it only while the product is alive."""
+        if version is None:
+            version = self.catalog.version(i, self.now() if t is None else t)
+        record = self.catalog.record_at(i, version)
+        return {name: " ".join(str(record[name]).split()) for name in RECORD_FIELDS}
 
     def category_url(self, c: int, page: int = 1) -> str:
         slug = self.catalog.category_names[c].lower().replace(" ", "-")
@@ -184,9 +230,12 @@ class ShopSite:
         """Same-host links are root-relative, cross-host links absolute, as on real shops."""
         return path if here == there else f"http://{there}:{self.port}{path}"
 
-    def _product_link(self, here: str, i: int) -> str:
-        p = self.catalog.products[i]
-        return self._link(here, self.shards[i % len(self.shards)], f"/product/{i}/{p.slug}")
+    def _product_link(self, here: str, i: int, now: float) -> str:
+        return self._link(here, self.shards[i % len(self.shards)],
+                          f"/product/{i}/{self.catalog.slug(i, now)}")
+
+    def _listed(self, products: Sequence[int], now: float) -> list[int]:
+        return [i for i in products if self.catalog.listed(i, now)]
 
     def _category_link(self, here: str, c: int) -> str:
         slug = self.catalog.category_names[c].lower().replace(" ", "-")
@@ -200,8 +249,8 @@ class ShopSite:
                       for c, n in enumerate(names))
         mega = "".join(
             f'<div class="col c{c}"><h4>{_esc(n)}</h4><ul>' + "".join(
-                f'<li><a href="{self._product_link(host, i)}">{_esc(self.catalog.products[i].name)}</a></li>'
-                for i in self.catalog.in_category(c)[:6]) + "</ul></div>"
+                f'<li><a href="{self._product_link(host, i, now)}">{_esc(self.catalog.products[i].name)}</a></li>'
+                for i in self._listed(self.catalog.in_category(c), now)[:6]) + "</ul></div>"
             for c, n in enumerate(names))
         blog = self.blog
         hostile = "".join(f'<li><a href="{self._link(host, blog, p)}">{t}</a></li>' for p, t in (
@@ -232,19 +281,19 @@ class ShopSite:
     def _not_found(self, host: str, now: float) -> Response:
         return self._html(host, now, "Not found", "<h1>Page not found</h1>", status=404)
 
-    def _index_main(self, host: str) -> str:
-        featured = "".join(f'<li><a href="{self._product_link(host, i)}">'
+    def _index_main(self, host: str, now: float) -> str:
+        featured = "".join(f'<li><a href="{self._product_link(host, i, now)}">'
                            f'{_esc(self.catalog.products[i].name)}</a></li>'
-                           for i in range(min(24, len(self.catalog))))
+                           for i in self._listed(range(min(24, len(self.catalog))), now))
         posts = "".join(f'<li><a href="{self._link(host, self.blog, self._post_path(k))}">Post {k}</a></li>'
                         for k in range(self.blog_posts))
         return (f'<h1>Welcome</h1><p>{paragraph(seeded(self.seed, "welcome"), 4)}</p>'
                 f'<ul class="featured">{featured}</ul><ul class="posts">{posts}</ul>')
 
-    def _shard_main(self, host: str) -> str:
-        items = "".join(f'<li><a href="{self._product_link(host, i)}">{_esc(p.name)}</a></li>'
+    def _shard_main(self, host: str, now: float) -> str:
+        items = "".join(f'<li><a href="{self._product_link(host, i, now)}">{_esc(p.name)}</a></li>'
                         for i, p in enumerate(self.catalog.products)
-                        if self.shards[i % len(self.shards)] == host)
+                        if self.shards[i % len(self.shards)] == host and self.catalog.listed(i, now))
         return f"<h1>Catalog</h1><ul>{items}</ul>"
 
     def _listing(self, host: str, slug: str, page_arg: str, now: float) -> Response:
@@ -252,7 +301,7 @@ class ShopSite:
         if slug not in names or not page_arg.isdigit():
             return self._not_found(host, now)
         c, page = names.index(slug), int(page_arg)
-        members = self.catalog.in_category(c)
+        members = self._listed(self.catalog.in_category(c), now)
         pages = max(1, math.ceil(len(members) / self.per_page))
         if not 1 <= page <= pages:
             return self._not_found(host, now)
@@ -260,7 +309,7 @@ class ShopSite:
         for i in members[(page - 1) * self.per_page:page * self.per_page]:
             r = self.catalog.record(i, now)
             items.append(f'<li class="item" data-index="{i}"><a class="name" href="'
-                         f'{self._product_link(host, i)}">{_esc(str(r["name"]))}</a> '
+                         f'{self._product_link(host, i, now)}">{_esc(str(r["name"]))}</a> '
                          f'<span class="price">{r["price"]}</span> <span class="stock">{r["stock"]}'
                          f'</span><p class="teaser">{_esc(str(r["description"])[:160])}</p></li>')
         links = "".join(f'<a href="/category/{slug}/' + (f'?page={k}' if k > 1 else "")
@@ -270,14 +319,33 @@ class ShopSite:
                 f'<ul class="listing">{"".join(items)}</ul><nav class="pages">{links}</nav>')
         return self._html(host, now, self.catalog.category_names[c], main)
 
+    def _answer(self, i: int, slug: str, now: float) -> tuple[int, str | None]:
+        """(status, Location or None) of product ``i``'s page at ``slug``."""
+        current = self.catalog.slug(i, now)
+        if slug != current:  # the slug it moved from, an old or a mistyped one: one canonical URL
+            fate = self.catalog.fate(i)
+            if fate is not None and fate.kind == "move" and slug == self.catalog.products[i].slug:
+                return fate.status, self.product_url(i, now)
+            return 301, self.product_url(i, now)
+        state, status = self.catalog.state(i, now)
+        if state == "temp":
+            return status, self.category_url(self.catalog.products[i].category)
+        return (200 if state == "moved" else status), None  # moved: this is the new slug
+
     def _product(self, host: str, i: int, slug: str, headers: Headers, now: float) -> Response:
         if i >= len(self.catalog) or self.shards[i % len(self.shards)] != host:
             return self._not_found(host, now)
-        if slug != self.catalog.products[i].slug:  # old or mistyped slug: one canonical URL
-            return 301, {"Location": self.product_url(i), "Date": _http_date(now)}, b""
-        version, last = self.catalog.version(i, now), self.catalog.last_change(i, now)
-        validators = {"ETag": f'"p{i}-v{version}"', "Last-Modified": _http_date(last),
-                      "Cache-Control": "no-cache"}
+        status, location = self._answer(i, slug, now)
+        if location is not None:
+            return status, {"Location": location, "Date": _http_date(now)}, b""
+        if status == 410:
+            return self._html(host, now, "Gone", "<h1>This product is no longer sold</h1>", status=410)
+        if status != 200:
+            return self._not_found(host, now)
+        version, last = self.catalog.version(i, now), self.catalog.last_modified(i, now)
+        began = self.catalog.incarnation(i, now)
+        tag = f"p{i}-v{version}" + ("" if began is None else f"-i{began:.0f}")
+        validators = {"ETag": f'"{tag}"', "Last-Modified": _http_date(last), "Cache-Control": "no-cache"}
         inm, ims = headers.get("If-None-Match"), headers.get("If-Modified-Since")
         where = self.hosts.index(host)
         if (inm or ims) and where in self.lying_validators:
@@ -289,9 +357,9 @@ class ShopSite:
         p, r = self.catalog.products[i], self.catalog.record(i, now)
         sid = secrets.token_hex(6)
         n = len(self.catalog)
-        related = "".join(f'<li><a href="{self._product_link(host, j)}?sid={sid}">'
+        related = "".join(f'<li><a href="{self._product_link(host, j, now)}?sid={sid}">'
                           f'{_esc(self.catalog.products[j].name)}</a></li>'
-                          for j in sorted({(i + 7 * k) % n for k in range(1, 9)} - {i}))
+                          for j in self._listed(sorted({(i + 7 * k) % n for k in range(1, 9)} - {i}), now))
         main = f"""<nav class="breadcrumb"><a href="{self._link(host, self.www, '/')}">Home</a> &rsaquo;
 <a href="{self._category_link(host, p.category)}">{_esc(str(r["category"]))}</a></nav>
 <article class="product" data-index="{i}"><h1 class="name">{_esc(p.name)}</h1>
@@ -330,9 +398,10 @@ in stock: <span class="stock">{r["stock"]}</span></p>
             rng = seeded(self.seed, "post", m.group(1))
             picks = rng.sample(range(len(self.catalog)), min(10, len(self.catalog)))
             # The first link uses an outdated slug: old posts are how crawlers meet redirects.
-            body = "".join(f'<p>{paragraph(rng, 5)} See <a href="{self._product_link(host, i)}'
+            texts = {i: paragraph(rng, 5) for i in picks}  # a post's text does not change
+            body = "".join(f'<p>{texts[i]} See <a href="{self._product_link(host, i, now)}'
                            f'{"-2025" if n == 0 else ""}">{_esc(self.catalog.products[i].name)}'
-                           "</a>.</p>" for n, i in enumerate(picks))
+                           "</a>.</p>" for n, i in enumerate(self._listed(picks, now)))
             return self._html(host, now, f"Post {m.group(1)}", f"<h1>Post {m.group(1)}</h1>{body}")
         if m := re.fullmatch(r"/calendar/(\d{1,4})/(\d{1,2})", route):
             year, month = int(m.group(1)), int(m.group(2))
@@ -359,8 +428,11 @@ in stock: <span class="stock">{r["stock"]}</span></p>
         with self._large_lock:
             if self._large is None:
                 rng = seeded(self.seed, "large")
-                pool = [f"<p>{paragraph(rng, 6)} <a href=\"{self._product_link(self.blog, k % len(self.catalog))}"
-                        f"\">more</a></p>\n" for k in range(64)]
+                # Built once: it links only products whose URL and presence never change.
+                fixed = [i for i in range(len(self.catalog)) if self.catalog.fate(i) is None]
+                pool = [f"<p>{paragraph(rng, 6)}" + (
+                    f" <a href=\"{self._product_link(self.blog, fixed[k % len(fixed)], self.catalog.epoch)}\">more</a>"
+                    if fixed else "") + "</p>\n" for k in range(64)]
                 target, parts, size = self.large_page_kb * 1024, ["<html><body><h1>Archive</h1>"], 0
                 while size < target:
                     parts.append(pool[len(parts) % len(pool)])
@@ -379,13 +451,12 @@ in stock: <span class="stock">{r["stock"]}</span></p>
         base, entries = f"http://{host}:{self.port}", list[tuple[str, float | None]]()
         if host == self.www:
             entries.append((f"{base}/", None))
-            for c in range(len(self.catalog.category_names)):
-                members = self.catalog.in_category(c)
-                last = max((self.catalog.last_change(i, now) for i in members), default=None)
-                entries.append((self.category_url(c), last))
+            entries += [(self.category_url(c), self.catalog.category_last_change(c, now))
+                        for c in range(len(self.catalog.category_names))]
         if host in self.shards:
-            entries += [(self.product_url(i), self.catalog.last_change(i, now))
-                        for i in range(len(self.catalog)) if self.shards[i % len(self.shards)] == host]
+            entries += [(self.product_url(i, now), self.catalog.last_modified(i, now))
+                        for i in range(len(self.catalog))
+                        if self.shards[i % len(self.shards)] == host and self.catalog.listed(i, now)]
         if host == self.blog:
             entries += [(f"{base}{self._post_path(k)}", self.clock.epoch - (k + 1) * DAY)
                         for k in range(self.blog_posts)]
