@@ -1,6 +1,8 @@
 """The live-freshness harness itself (bench/liveweb): the scenario is deterministic, the server
 serves what the scenario says, the evaluator scores a hand-written log exactly, the reference
-allocations are right and respect per-host caps, and the round-robin baseline's bookkeeping."""
+allocations are right and respect per-host caps, and the round-robin baseline's bookkeeping.
+With a lifecycle: the fates and the server's answers to them (real requests), the newcomer's
+site file, the events owed for a log and the scoring of events, refetches and births."""
 
 from __future__ import annotations
 
@@ -22,11 +24,18 @@ import pytest
 
 from bench.liveweb import (Scenario, ScenarioParams, ServerProcess, ShopSpec, evaluate_entries,
                            evaluate_log)
+from bench.liveweb.crawlers import (NEWCOMER_SITE_FILE, SITE_FILE, Invocation, _stop_daemon,
+                                    newcomer_site_text, run_crawler)
+from bench.liveweb.events import page_type_fields, score_events
+from bench.liveweb.events_check import same_value
+from bench.liveweb.expected_events import expected_events
 from bench.liveweb.freshness import fresh_seconds, histories
+from bench.liveweb.lifecycle_costs import births_found, lifecycle_costs
 from bench.liveweb.oracle import (freshness, marginal, optimal_frequencies, proportional_frequencies,
                                   uniform_frequencies, value_freshness)
-from bench.liveweb.crawlers import SITE_FILE, _stop_daemon
-from bench.liveweb.pages import render_sitemap, w3c
+from bench.liveweb.pages import render_page, render_sitemap, w3c
+from bench.liveweb.params import Lifecycle
+from bench.liveweb.scenario import Page
 from bench.liveweb.politeness import politeness
 from bench.liveweb.roundrobin.rotation import Rotation, TokenBucket
 
@@ -404,3 +413,344 @@ def test_a_crawlers_daemon_is_stopped_by_its_pidfile_only(tmp_path: Path) -> Non
         for process in (mine, stranger):
             process.kill()
             process.wait()
+
+
+# -- lifecycle: deaths, restores, moves, temporary redirects, shops without a sitemap ----------
+
+LC_SHOPS = (ShopSpec(12, "honest", "accurate"), ShopSpec(12, "ignored", "accurate"),
+            ShopSpec(10, "absent", "absent", crawl_delay=1.0), ShopSpec(10, "honest", "absent"))
+# Every fate begins 0.6-0.9 s after the start and lasts 3 s (restores, temporary redirects).
+LC = Lifecycle(death_share=0.3, move_share=0.3, temp_share=0.2, start_between=(0.01, 0.015),
+               dead_for=(0.05, 0.05), temp_for=(0.05, 0.05))
+LC_PARAMS = ScenarioParams(seed=3, minutes=1.0, shops=LC_SHOPS).with_lifecycle(lifecycle=LC)
+ORIGIN = 1_800_000_000.0
+
+
+def _fates(sc: Scenario) -> list[Page]:
+    return [p for p in sc.pages if p.fate is not None]
+
+
+def test_the_lifecycle_is_off_by_default_and_a_function_of_its_parameters() -> None:
+    assert ScenarioParams().lifecycle is None and not _fates(Scenario(ScenarioParams.small()))
+    assert all(s.sitemap for s in ScenarioParams().shops)
+    params = ScenarioParams.small(seed=2, minutes=6).with_lifecycle()
+    assert ScenarioParams.from_dict(params.to_dict()) == params
+    assert params.no_sitemap == (2, 3)
+    a, b = Scenario(params), Scenario(ScenarioParams.from_dict(params.to_dict()))
+    assert [(p.path, p.fate) for p in a.pages] == [(p.path, p.fate) for p in b.pages]
+    with pytest.raises(ValueError, match="no_sitemap"):
+        ScenarioParams.small().with_lifecycle([7])
+    with pytest.raises(ValueError, match="must not exceed 1"):
+        Lifecycle(death_share=0.5, move_share=0.4, temp_share=0.2)
+
+
+def test_default_lifecycle_mix() -> None:
+    params = ScenarioParams(minutes=6).with_lifecycle()
+    sc = Scenario(params)
+    products = [p for p in sc.pages if p.kind == "product"]
+    fates = [p.fate for p in products if p.fate is not None]
+    kinds = {(f.kind, f.status) for f in fates}
+    assert kinds == {("death", 404), ("death", 410), ("move", 301), ("move", 308),
+                     ("temp", 302), ("temp", 307)}
+    deaths = [f for f in fates if f.kind == "death"]
+    assert 0.05 < len(deaths) / len(products) < 0.11
+    assert 0.3 < sum(f.restored for f in deaths) / len(deaths) < 0.7
+    assert all(p.birth == 0 for p in products if p.fate is not None)
+    for shop in params.no_sitemap:  # births there during the run, each one listed
+        born = [p for p in sc.shop_pages[shop] if p.born_in_run]
+        assert len(born) >= 5 and not any(p.sitemap_only for p in sc.shop_pages[shop])
+        assert all(0.2 * params.duration <= p.birth <= 0.65 * params.duration for p in born)
+    for p in products:  # a fate's changes are versions: a restore or move with a new record
+        if p.fate is not None and p.fate.changes:
+            at = p.fate.forced_changes[0]
+            assert sc.version(p, at) == sc.version(p, at - 1e-6) + 1
+            assert sc.record(p, sc.version(p, at)) != sc.record(p, sc.version(p, at) - 1)
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+def raw(url: str, headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], str]:
+    """A GET that does not follow redirects."""
+    opener = urllib.request.build_opener(_NoRedirect)
+    try:
+        with opener.open(urllib.request.Request(url, headers=headers or {}), timeout=10) as r:
+            return r.status, dict(r.headers), r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, dict(e.headers), e.read().decode()
+
+
+def _wait_until(web: ServerProcess, t: float) -> None:
+    while web.now() < t:
+        time.sleep(0.02)
+
+
+def _check_lifecycle_answers(web: ServerProcess, sc: Scenario) -> set[tuple[str | None, int]]:
+    """Fetch every fated product's URLs; each answer is the scenario's at its logged time."""
+    seen = set()
+    for page in _fates(sc):
+        fate = page.fate
+        assert fate is not None
+        for path in (page.path, fate.new_path) if fate.new_path else (page.path,):
+            status, headers, _ = raw(web.base_url(page.shop) + path)
+            entry = log_entry(web, sc.hosts[page.shop], path)
+            life = sc.life(page, path, entry["t"])
+            assert (status, entry["status"], entry["life"]) == (life.status, life.status,
+                                                                life.life)
+            assert entry["page"] == page.pid
+            if life.location:
+                assert headers["Location"] == web.base_url(page.shop) + life.location
+                assert entry["location"] == headers["Location"]
+            seen.add((life.life, status))
+    return seen
+
+
+def test_lifecycle_answers_listings_and_sitemaps(tmp_path: Path) -> None:
+    sc = Scenario(LC_PARAMS)
+    fates = [p.fate for p in _fates(sc)]
+    assert all(0.6 <= f.start <= 0.9 for f in fates if f is not None)
+    with ServerProcess(LC_PARAMS, tmp_path) as web:
+        _wait_until(web, 1.0)  # every fate has begun; no restore, no redirect has ended
+        during = _check_lifecycle_answers(web, sc)
+        assert during >= {("dead", 404), ("dead", 410), ("moved", 301), ("moved", 308),
+                          ("temp", 302), ("temp", 307), (None, 200)}
+        listings = {s: "".join(fetch(web.base_url(s) + c.path)[2] for c in sc.categories(s))
+                    for s in range(len(sc.hosts))}
+        sitemap = fetch(web.base_url(0) + "/sitemap.xml")[2]
+        t = web.now()
+        for page in _fates(sc):
+            fate = page.fate
+            assert fate is not None
+            if page.category >= 0 and fate.start < t - 0.5:
+                assert (f'href="{sc.path_at(page, t)}"' in listings[page.shop]) is fate.present(t)
+            if fate.kind == "move" and page.shop == 0:
+                assert fate.new_path in sitemap and f"{page.path}</loc>" not in sitemap
+            if fate.kind == "death" and page.shop == 0:
+                assert f"{page.path}</loc>" not in sitemap
+        moved = next(p for p in _fates(sc) if p.shop == 0 and p.fate and p.fate.kind == "move")
+        assert moved.fate is not None
+        etag = f'"v{moved.pid}-{sc.version(moved, 0.0)}"'  # the old URL's, carried over the 301
+        assert raw(web.base_url(0) + moved.fate.new_path, {"If-None-Match": etag})[0] == 200
+        _wait_until(web, 4.0)  # restores and temporary redirects are over
+        after = _check_lifecycle_answers(web, sc)
+        assert ("temp", 302) not in after and ("dead", 404) in after  # never restored
+        back = next(p for p in _fates(sc) if LC_SHOPS[p.shop].validators == "honest"
+                    and p.fate and p.fate.restored)
+        old_tag = f'"v{back.pid}-{sc.version(back, 0.0)}"'
+        url = web.base_url(back.shop) + back.path
+        status, headers, _ = raw(url, {"If-None-Match": old_tag})
+        assert status == 200 and headers["ETag"] != old_tag  # a restored page is a new resource
+        assert raw(url, {"If-None-Match": headers["ETag"]})[0] == 304
+        for shop in LC_PARAMS.no_sitemap:
+            assert "Sitemap:" not in fetch(web.base_url(shop) + "/robots.txt")[2]
+            assert fetch(web.base_url(shop) + "/sitemap.xml")[0] == 404
+            assert "sitemap.xml" not in fetch(web.base_url(shop) + "/")[2]
+
+
+def test_newcomers_site_file_reads_the_product_pages() -> None:
+    from selectolax.lexbor import LexborHTMLParser
+
+    site = tomllib.loads(NEWCOMER_SITE_FILE.read_text())
+    params = ScenarioParams(minutes=6).with_lifecycle()
+    sc = Scenario(params)
+    assert [t["name"] for t in site["page_types"]] == ["product"]
+    kind = site["page_types"][0]
+    assert "listing" not in kind and set(kind["volatile"]) <= set(kind["fields"])
+    base = [f"http://{h}:${{LIVEWEB_PORT}}" for h in params.hosts]
+    assert site["seeds"] == [b + "/" for b in base]
+    assert site["sitemaps"] == [b + "/sitemap.xml" for b, s in zip(base, params.shops) if s.sitemap]
+    assert newcomer_site_text(params) == NEWCOMER_SITE_FILE.read_text()
+    assert "127.0.0.4" in newcomer_site_text(ScenarioParams().with_lifecycle([1, 3]))
+    fields = [f for f in kind["fields"] if f not in kind["volatile"]]
+    for page in [p for p in sc.pages if p.kind == "product"][:: 40]:
+        for path in filter(None, (page.path, page.fate.new_path if page.fate else "")):
+            url = f"http://{sc.hosts[page.shop]}:8000{path}"
+            assert re.search(kind["url_pattern"], url)
+            critical = any(re.search(r["url_pattern"], url) for r in kind["value_rules"])
+            assert critical is (page.tier == 4)
+        tree = LexborHTMLParser(render_page(sc, page, 1.0, ORIGIN, "token"))
+        record = sc.record(page, sc.version(page, 1.0))
+        for name in fields:
+            node = tree.css_first(kind["fields"][name])
+            assert node is not None and same_value(name, node.text(), record), name
+
+
+# -- change events: what is owed, and the score ----------------------------------------------
+
+
+def _get(t: float, sc: Scenario, page: Page, path: str | None = None, status: int = 200,
+         version: int | None = None, life: str | None = None) -> dict[str, Any]:
+    return {"t": t, "wall": ORIGIN + t, "host": sc.hosts[page.shop], "path": path or page.path,
+            "method": "GET", "status": status, "kind": "product", "page": page.pid,
+            "version": version if status in (200, 304) else None, "life": life,
+            "bytes": 1000, "body": 800}
+
+
+def _record(sc: Scenario, page: Page, version: int) -> dict[str, Any]:
+    r = sc.record(page, version)
+    return {"name": r.name, "price": r.price, "stock": r.stock_text, "description": r.description,
+            "served_at": "Served at now"}
+
+
+def _event(sc: Scenario, kind: str, page: Page, t: float, version: int | None,
+           previous: int | None = None, previous_t: float | None = None, path: str | None = None,
+           moved_to: str | None = None, status: int = 200) -> dict[str, Any]:
+    url = f"http://{sc.hosts[page.shop]}:8000{path or page.path}"
+    before = _record(sc, page, previous) if previous is not None else None
+    now = _record(sc, page, version) if version is not None else None
+    changed = {f: {"previous": before[f], "current": now[f]} for f in ("name", "price", "stock",
+               "description") if before and now and before[f] != now[f]}
+    return {"event_id": f"{kind}-{page.pid}-{t}", "kind": kind, "site": "shops",
+            "page_type": "product", "url": url, "canonical_url": url,
+            "detected_at": ORIGIN + t + 0.2,
+            "previous_fetch_at": None if previous_t is None else ORIGIN + previous_t,
+            "record": now, "previous": before, "changed_fields": changed,
+            "moved_to": f"http://{sc.hosts[page.shop]}:8000{moved_to}" if moved_to else None,
+            "status": status}
+
+
+def _story(sc: Scenario) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """A log of one page of each kind and the events a correct crawler reports for it."""
+    fated = _fates(sc)
+    plain = next(p for p in sc.pages if p.kind == "product" and p.fate is None and p.birth == 0
+                 and len(p.events))
+    dead = next(p for p in fated if p.fate and p.fate.restored and p.fate.changes)
+    moved = next(p for p in fated if p.fate and p.fate.kind == "move" and p.fate.changes)
+    temp = next(p for p in fated if p.fate and p.fate.kind == "temp")
+    assert moved.fate and temp.fate
+    log = [_get(0.1 * k, sc, p, version=0) for k, p in enumerate((plain, dead, moved, temp), 1)]
+    log += [_get(5.0, sc, plain, version=1),
+            _get(6.0, sc, dead, status=410, life="dead"), _get(7.0, sc, dead, status=410,
+                                                                 life="dead"),
+            _get(20.0, sc, dead, version=1),
+            _get(8.0, sc, moved, status=301, life="moved"),
+            _get(8.3, sc, moved, path=moved.fate.new_path, version=1),
+            _get(30.0, sc, moved, status=301, life="moved"),  # a retired URL owes nothing
+            _get(9.0, sc, temp, status=302, life="temp"), _get(25.0, sc, temp, version=0)]
+    events = [_event(sc, "new", p, 0.1 * k, 0) for k, p in enumerate((plain, dead, moved, temp), 1)]
+    events += [_event(sc, "changed", plain, 5.0, 1, 0, 0.1),
+               _event(sc, "removed", dead, 7.0, None, 0, 0.2, status=410),
+               _event(sc, "restored", dead, 20.0, 1, 0, 0.2),
+               _event(sc, "moved", moved, 8.3, 1, 0, 0.3, moved_to=moved.fate.new_path,
+                      status=301)]
+    return log, events
+
+
+def _score(sc: Scenario, log: list[dict[str, Any]], events: list[dict[str, Any]]
+           ) -> dict[str, Any]:
+    fields, volatile = page_type_fields(NEWCOMER_SITE_FILE)
+    return score_events(sc, log, events, site="shops", fields=fields, volatile=volatile)
+
+
+def test_a_correct_crawlers_events_score_full_marks() -> None:
+    sc = Scenario(LC_PARAMS)
+    log, events = _story(sc)
+    owed = expected_events(sc, log)
+    assert sorted(x.kind for x in owed) == ["changed", "moved", "new", "new", "new", "new",
+                                            "removed", "restored"]
+    result = _score(sc, log, events + [events[0]])  # a re-delivery counts once
+    assert result["complete"] == result["correct_share"] == 1.0, result
+    assert result["false"] == 0 and result["redelivered"] == 1 and result["duplicate_ids"] == 0
+    assert result["by_kind"]["moved"] == {"expected": 1, "found": 1, "correct": 1, "false": 0,
+                                          "tolerated": 0}
+
+
+@pytest.mark.parametrize("case", ["missing", "wrong_fields", "temp_move", "twice", "late",
+                                  "volatile_change", "same_id"])
+def test_event_scoring_finds_what_is_wrong(case: str) -> None:
+    sc = Scenario(LC_PARAMS)
+    log, events = _story(sc)
+    changed = next(e for e in events if e["kind"] == "changed")
+    if case == "missing":
+        events.remove(changed)
+    elif case == "wrong_fields":
+        changed["changed_fields"]["served_at"] = {"previous": "a", "current": "b"}
+    elif case == "temp_move":
+        temp = next(p for p in _fates(sc) if p.fate and p.fate.kind == "temp")
+        events.append(_event(sc, "moved", temp, 9.0, 0, 0, 0.4, moved_to="/c/x/", status=302))
+    elif case == "twice":
+        events.append(dict(changed, event_id="another id", detected_at=changed["detected_at"] + 1))
+    elif case == "same_id":  # one id on two different events: the second is false
+        events.append(dict(events[1], event_id=events[0]["event_id"]))
+    elif case == "late":
+        changed["detected_at"] += 60
+    elif case == "volatile_change":  # a noise-only difference reported as a change
+        events.append(dict(events[0], event_id="noise", kind="changed",
+                           previous=events[0]["record"], previous_fetch_at=ORIGIN + 0.1,
+                           detected_at=ORIGIN + 5.0))
+    result = _score(sc, log, events)
+    row = result["by_kind"]["changed"]
+    expect = {"missing": (0.875, 7 / 8, 0), "wrong_fields": (1.0, 7 / 8, 0),
+              "temp_move": (1.0, 1.0, 1), "twice": (1.0, 1.0, 1), "late": (1.0, 7 / 8, 0),
+              "volatile_change": (1.0, 1.0, 1), "same_id": (1.0, 1.0, 1)}[case]
+    assert (result["complete"], result["correct_share"], result["false"]) == pytest.approx(expect)
+    if case == "missing":
+        assert row["found"] == 0 and result["missing"][0]["kind"] == "changed"
+    if case in ("wrong_fields", "late"):
+        assert len(result["mismatches"]) == 1 and row["correct"] == 0
+    if case == "temp_move":
+        assert result["false_by_reason"] == {"temporary redirect": 1}
+    if case in ("twice", "volatile_change", "same_id"):
+        assert result["false_by_reason"] == {"repeated": 1}
+    assert result["duplicate_ids"] == (case == "same_id")
+
+
+def test_owed_events_follow_a_moved_page() -> None:
+    sc = Scenario(LC_PARAMS)
+    moved = next(p for p in _fates(sc) if p.fate and p.fate.kind == "move")
+    assert moved.fate is not None
+    new = moved.fate.new_path
+    # the new URL met first in a listing, then the 301: its "new" is tolerated, not owed
+    log = [_get(0.1, sc, moved, version=0), _get(2.0, sc, moved, path=new, version=0),
+           _get(3.0, sc, moved, status=301, life="moved"), _get(3.1, sc, moved, path=new,
+                                                                version=0)]
+    owed = expected_events(sc, log)
+    assert [(x.kind, x.required) for x in owed] == [("new", True), ("new", False), ("moved", True)]
+    assert owed[2].records == (0, 0) and owed[2].moved_to == new
+    # first met through a 301 from a URL never fetched: a "new" at the URL it led to
+    owed = expected_events(sc, [_get(3.0, sc, moved, status=301, life="moved"),
+                                _get(3.1, sc, moved, path=new, version=1)])
+    assert [(x.kind, x.path, x.required) for x in owed] == [("new", new, True)]
+    # one 404 and back (no confirmation): no removal
+    dead = next(p for p in _fates(sc) if p.fate and p.fate.restored)
+    owed = expected_events(sc, [_get(0.1, sc, dead, version=0),
+                                _get(1.0, sc, dead, status=404, life="dead"),
+                                _get(9.0, sc, dead, version=0)])
+    assert [x.kind for x in owed] == ["new"]
+
+
+def test_lifecycle_costs_and_births_from_the_log() -> None:
+    params = ScenarioParams.small(seed=1, minutes=6).with_lifecycle()
+    sc = Scenario(params)
+    dead = next(p for p in _fates(sc) if p.fate and p.fate.kind == "death" and not p.fate.restored)
+    moved = next(p for p in _fates(sc) if p.fate and p.fate.kind == "move")
+    assert dead.fate and moved.fate
+    s, m = dead.fate.start, moved.fate.start
+    log = [_get(s - 5, sc, dead, version=0)]
+    # first 404, the confirmation (1), one more (2), a probe a minute later (not counted), one
+    # more 5 s after the probe (3)
+    log += [_get(s + d, sc, dead, status=404, life="dead") for d in (1, 2, 3, 63, 68)]
+    log += [_get(m + d, sc, moved, status=301, life="moved") for d in (1, 2, 3)]
+    costs = lifecycle_costs(sc, log, probe_seconds=60)
+    assert costs["dead"] == {"pages": 1, "max": 3, "distribution": {"3": 1}, "over_two": 1}
+    assert costs["moved"] == {"pages": 1, "max": 2, "distribution": {"2": 1}, "over_one": 1}
+    born = [p for p in sc.pages if p.born_in_run and not params.shops[p.shop].sitemap
+            and 72 <= p.birth <= 240]
+    assert len(born) >= 2
+    log = [_get(born[0].birth + 30, sc, born[0], version=0),
+           _get(born[1].birth + 150, sc, born[1], version=0)]
+    found = births_found(sc, log, warmup=72.0, cycle=60.0)["no_sitemap"]
+    assert (found["pages"], found["found"], found["within_two"]) == (len(born), 2, 1)
+    assert found["max_cycles"] == pytest.approx(2.5)
+
+
+def test_a_crawl_killed_once_is_started_again(tmp_path: Path) -> None:
+    marks = tmp_path / "starts"
+    script = ("import sys, time; open(sys.argv[1], 'a').write('start\\n'); time.sleep(60)")
+    invocation = Invocation([sys.executable, "-c", script, str(marks)], {})
+    now = time.monotonic()
+    status = run_crawler(invocation, tmp_path, now + 1.2, grace=5.0, kill_at_monotonic=now + 0.6)
+    assert marks.read_text() == "start\nstart\n"
+    assert (tmp_path / "crawl-2.log").exists() and status != 0

@@ -30,6 +30,17 @@ and the whole run is reported too. Costs: a credit per answered request (status 
 with per-host caps, uniform and proportional, at the run's own spend rate on pages, in credits
 and in full-page bytes.
 
+With a lifecycle (``ScenarioParams.with_lifecycle()``, ``--lifecycle``; off by default, so the
+plain freshness runs are the same as ever): products present from the start also die (404 or
+410, unlisted; some come back at the same URL, some with a changed record), move to a new slug
+(301 or 308 from the old URL, listings and sitemaps link the new one; the record may change at
+the move) or answer a temporary redirect (302 or 307 to their category) for a while; two of the
+four shops have no sitemap at all (every product listed), and more products are born, later.
+The log's ``life`` field says which lifecycle answer a request got. A crawl's change events
+(``scrapy events``) are scored by :mod:`bench.liveweb.events` against the events a correct
+crawler owes for the fetches in the log (:mod:`bench.liveweb.expected_events`), and the
+lifecycle's fetch costs and births found by :mod:`bench.liveweb.lifecycle_costs`.
+
 Python API (an end-to-end test of a crawler reuses it)::
 
     params = ScenarioParams.small(seed=1, minutes=2)     # the same four shops, ~150 pages
@@ -38,10 +49,13 @@ Python API (an end-to-end test of a crawler reuses it)::
                     folder / "crawl", until_monotonic=web.info["origin_mono"] + params.duration)
     report = evaluate_log(web.log, budget_rate=10.0)      # a dict; markdown(report) for a table
 
-Parts: ``params`` / ``scenario`` (the truth), ``site`` / ``pages`` / ``server`` (serving it),
-``process`` (start and stop it from Python), ``evaluate`` (the score), ``roundrobin/`` (the naive
+Parts: ``params`` / ``scenario`` / ``lifecycle`` (the truth), ``site`` / ``pages`` / ``server``
+(serving it), ``process`` (start and stop it from Python), ``evaluate`` (the score),
+``expected_events`` / ``events_check`` / ``events`` (the change events' score),
+``lifecycle_costs`` (refetches of dead and moved pages, births found), ``roundrobin/`` (the naive
 baseline crawler), ``crawlers`` (how each crawler is invoked), ``sites/liveweb.toml`` (the test
-web as a webcrawl site file). Nothing here imports webcrawl.
+web as a webcrawl site file), ``sites/newcomer.toml`` (the lifecycle web as a newcomer describes
+it: product pages only). Nothing here imports webcrawl.
 """
 
 from __future__ import annotations
@@ -51,7 +65,9 @@ from typing import Any
 
 # Loaded on first use, so ``python -m bench.liveweb.server`` does not import itself twice.
 _EXPORTS = {
-    "DEFAULT_SHOPS": "params", "ScenarioParams": "params", "ShopSpec": "params",
+    "DEFAULT_SHOPS": "params", "Lifecycle": "params", "ScenarioParams": "params",
+    "ShopSpec": "params", "score_events": "events", "score_files": "events",
+    "births_found": "lifecycle_costs", "lifecycle_costs": "lifecycle_costs",
     "TIER_VALUES": "params", "Page": "scenario", "Record": "scenario", "Scenario": "scenario",
     "ServerProcess": "process", "read_header": "process", "read_log": "process",
     "evaluate_log": "evaluate", "evaluate_entries": "evaluate", "markdown": "evaluate",

@@ -3,12 +3,15 @@
 :func:`webcrawl_invocation` is the one place that knows how webcrawl is told to crawl the test
 web continuously at a budget rate and stop after a time; :func:`roundrobin_invocation` does the
 same for the baseline, which runs with its own settings module and nothing from webcrawl.
+:func:`run_crawler` runs one (and can kill it with SIGKILL once and start it again);
+:func:`crawl_events` reads a finished webcrawl crawl's change events (``scrapy events``).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -18,13 +21,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bench.liveweb.params import ScenarioParams
 from bench.liveweb.process import REPO
 
-__all__ = ["CRAWLERS", "Invocation", "SITE_FILE", "crawl_estimate", "run_crawler",
-           "roundrobin_invocation", "site_urls", "webcrawl_invocation"]
+__all__ = ["CRAWLERS", "Invocation", "NEWCOMER_SITE_FILE", "SITE_FILE", "crawl_estimate",
+           "crawl_events", "newcomer_site_text", "run_crawler", "roundrobin_invocation",
+           "site_urls", "webcrawl_invocation"]
 
 SITES_DIR = Path(__file__).resolve().parent / "sites"
 SITE_FILE = SITES_DIR / "liveweb.toml"
+#: The lifecycle web as a newcomer describes it (product pages only); its site is ``shops``.
+NEWCOMER_SITE_FILE = SITES_DIR / "newcomer.toml"
 CRAWLERS = ("webcrawl", "roundrobin")
 
 
@@ -44,17 +51,23 @@ def _env(source: Path = REPO, **extra: str) -> dict[str, str]:
 
 
 def webcrawl_invocation(port: int, seconds: float, budget_rate: float, data_dir: Path,
-                        cycle_seconds: float = 60.0, source: Path = REPO) -> Invocation:
+                        cycle_seconds: float = 60.0, source: Path = REPO, site: str = "liveweb",
+                        sites_dir: Path = SITES_DIR,
+                        settings: dict[str, str] | None = None) -> Invocation:
     """``scrapy crawl liveweb`` with the project's settings: the site file's continuous 60-second
     cycles, whose budget is ``budget_rate`` credits per second, stopping after ``seconds``; its
     Redis and stored bodies in ``data_dir``; webcrawl imported from ``source`` (a checkout;
-    default this one)."""
-    argv = [sys.executable, "-m", "scrapy", "crawl", "liveweb",
+    default this one). ``site`` names another site of the site files in ``sites_dir``;
+    ``settings`` are more ``-s NAME=VALUE``."""
+    argv = [sys.executable, "-m", "scrapy", "crawl", site,
             "-s", f"WEBCRAWL_CYCLE_SECONDS={cycle_seconds:g}",
             "-s", f"WEBCRAWL_BUDGET_PER_CYCLE={budget_rate * cycle_seconds:g}",
             "-s", f"CLOSESPIDER_TIMEOUT={seconds:g}"]
-    env = _env(source, SCRAPY_SETTINGS_MODULE="webcrawl.settings", WEBCRAWL_SITES_DIR=str(SITES_DIR),
-               WEBCRAWL_DATA_DIR=str(data_dir), LIVEWEB_PORT=str(port))
+    for name, value in (settings or {}).items():
+        argv += ["-s", f"{name}={value}"]
+    env = _env(source, SCRAPY_SETTINGS_MODULE="webcrawl.settings",
+               WEBCRAWL_SITES_DIR=str(sites_dir), WEBCRAWL_DATA_DIR=str(data_dir),
+               LIVEWEB_PORT=str(port))
     return Invocation(argv, env, pidfiles=(data_dir / "redis.pid",))  # its embedded Redis
 
 
@@ -79,6 +92,16 @@ def crawl_estimate(invocation: Invocation, folder: Path, info: dict[str, Any], s
             total += cycle["freshness_value_mean"] * (hi - lo)
             weight += hi - lo
     return total / weight if weight else None
+
+
+def newcomer_site_text(params: ScenarioParams) -> str:
+    """The newcomer's site file, its ``sitemaps`` naming those of the shops of ``params`` that
+    have one (the file as it is for the default, shops 2 and 3 without)."""
+    text = NEWCOMER_SITE_FILE.read_text()
+    urls = "".join(f'    "http://{host}:${{LIVEWEB_PORT}}/sitemap.xml",\n'
+                   for host, shop in zip(params.hosts, params.shops) if shop.sitemap)
+    return re.sub(r"^sitemaps = \[\n.*?^\]\n", lambda _: f"sitemaps = [\n{urls}]\n", text,
+                  count=1, flags=re.M | re.S)
 
 
 def site_urls(port: int) -> tuple[list[str], list[str]]:
@@ -110,16 +133,49 @@ def invocation_for(crawler: str, port: int, seconds: float, budget_rate: float,
     raise ValueError(f"unknown crawler {crawler!r}, expected one of {CRAWLERS}")
 
 
+def crawl_events(invocation: Invocation, folder: Path, site: str, out: Path,
+                 timeout: float = 300.0) -> str | None:
+    """``scrapy events SITE -o OUT`` in the crawl's ``folder`` with its environment, then any
+    daemon it started is stopped; None when it worked, else why not (its output's tail)."""
+    argv = [sys.executable, "-m", "scrapy", "events", site, "-o", str(out)]
+    try:
+        done = subprocess.run(argv, cwd=folder, env=invocation.env, capture_output=True,
+                              text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return f"scrapy events did not finish in {timeout:g} s"
+    finally:
+        for pidfile in invocation.pidfiles:
+            _stop_daemon(pidfile)
+    if done.returncode != 0 or not out.exists():
+        return f"scrapy events exited {done.returncode}: {(done.stderr or done.stdout)[-1500:]}"
+    return None
+
+
+def _start(invocation: Invocation, folder: Path, log_name: str) -> subprocess.Popen[bytes]:
+    with open(folder / log_name, "wb") as log:
+        return subprocess.Popen(invocation.argv, cwd=folder, env=invocation.env, stdout=log,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+
+
 def run_crawler(invocation: Invocation, folder: Path, until_monotonic: float,
-                grace: float = 60.0) -> int:
+                grace: float = 60.0, kill_at_monotonic: float | None = None) -> int:
     """Run the crawler in ``folder`` (its working directory; output in ``crawl.log``) until it
     exits or ``until_monotonic``; then SIGINT (Scrapy's graceful stop), and after ``grace``
     seconds SIGKILL to its whole process group (its embedded Redis included). Returns the exit
-    status."""
+    status.
+
+    With ``kill_at_monotonic`` (before ``until_monotonic``) the crawl is killed as ``kill -9``
+    would (SIGKILL to its process group; its daemons, such as an embedded Redis, live on) at that
+    time and started again at once, output in ``crawl-2.log``."""
     folder.mkdir(parents=True, exist_ok=True)
-    with open(folder / "crawl.log", "wb") as log:
-        process = subprocess.Popen(invocation.argv, cwd=folder, env=invocation.env, stdout=log,
-                                   stderr=subprocess.STDOUT, start_new_session=True)
+    process = _start(invocation, folder, "crawl.log")
+    if kill_at_monotonic is not None and kill_at_monotonic < until_monotonic:
+        try:
+            process.wait(max(0.0, kill_at_monotonic - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+            process = _start(invocation, folder, "crawl-2.log")
     try:
         status = process.wait(max(0.0, until_monotonic - time.monotonic()))
     except subprocess.TimeoutExpired:

@@ -8,6 +8,9 @@ too. Costs: a credit per answered request (status < 500 and not 429: 304s, redir
 cost one, failures are free), bytes as written by the server; every request counts (robots.txt,
 sitemaps, listings, failures). The references (:mod:`bench.liveweb.oracle`) get the run's own
 spend rate on page fetches in the window, in credits (one per page) and in bytes (full pages).
+With a lifecycle, a product's dead spans count as the time before its birth does (not scored:
+it does not exist), and a moved product is one page at either URL. Change events are scored by
+:mod:`bench.liveweb.events`, the lifecycle's fetch costs by :mod:`bench.liveweb.lifecycle_costs`.
 """
 
 from __future__ import annotations
@@ -42,13 +45,14 @@ def _window_metrics(sc: Scenario, entries: list[dict[str, Any]], hist: dict[int,
     fresh = np.zeros(len(sc.hosts))
     exist = np.zeros(len(sc.hosts))
     for page in sc.pages:
-        lo = max(start, page.birth)
-        if lo >= end:
+        spans = sc.alive(page, start, end)
+        if not spans:
             continue
         h = hist.get(page.pid, History())
         times, held = h.arrays()
-        fresh[page.shop] += page.value * fresh_seconds(page.events, times, held, lo, end)
-        exist[page.shop] += page.value * (end - lo)
+        for lo, hi in spans:
+            fresh[page.shop] += page.value * fresh_seconds(page.events, times, held, lo, hi)
+            exist[page.shop] += page.value * (hi - lo)
     inside = [e for e in entries if start <= e["t"] < end]
     pages = [e for e in inside if e["kind"] in PAGE_KINDS]
     changes = sum(c for h in hist.values() for t, c in zip(h.times, h.changed) if start <= t < end)
@@ -95,7 +99,7 @@ def _references(sc: Scenario, entries: list[dict[str, Any]], window: dict[str, A
     pages = [p for p in sc.pages if p.birth < end]
     value = np.array([p.value for p in pages])
     lam = np.array([sc.empirical_rate(p, start, end) for p in pages])
-    weight = np.array([(end - max(start, p.birth)) / span for p in pages])
+    weight = np.array([sum(b - a for a, b in sc.alive(p, start, end)) / span for p in pages])
     host = np.array([p.shop for p in pages])
     caps = np.array([1.0 / max(sc.params.min_delay, s.crawl_delay) for s in sc.params.shops])
     heads = [e["bytes"] - e["body"] for e in entries if e["status"] == 200 and e["kind"] in PAGE_KINDS]

@@ -62,7 +62,8 @@ def _category(sc: Scenario, page: Page, t: float) -> str:
     items = []
     for p in sc.listed(page, t):
         rec = sc.record(p, sc.version(p, t))
-        items.append(f'<li class="item"><a class="name" href="{p.path}">{_esc(rec.name)}</a> '
+        href = sc.path_at(p, t)
+        items.append(f'<li class="item"><a class="name" href="{href}">{_esc(rec.name)}</a> '
                      f'<span class="price">{rec.price}</span> '
                      f'<span class="stock">{rec.stock_text}</span></li>\n')
     return (f'<h1 class="category">{_esc(page.name)}</h1>\n<ul class="listing">\n'
@@ -74,7 +75,7 @@ def _hub(sc: Scenario, page: Page) -> str:
                     for c in page.members)
     spec = sc.params.shops[page.shop]
     footer = ('<p class="sitemap"><a href="/sitemap.xml">Sitemap</a></p>\n'
-              if spec.sitemap_in_site_file else "")
+              if spec.sitemap and spec.sitemap_in_site_file else "")
     return f'<h1 class="hub">{_esc(page.name)}</h1>\n<ul class="categories">\n{links}</ul>\n{footer}'
 
 
@@ -94,14 +95,15 @@ def render_robots(sc: Scenario, shop: int, base: str) -> str:
     lines = ["# robots.txt of a liveweb test shop", "User-agent: *", "Disallow: /cart/"]
     if spec.crawl_delay > 0:
         lines.append(f"Crawl-delay: {spec.crawl_delay:g}")
-    lines += ["", f"Sitemap: {base}/sitemap.xml", ""]
+    lines += ["", f"Sitemap: {base}/sitemap.xml", ""] if spec.sitemap else [""]
     return "\n".join(lines)
 
 
 def _lastmod(sc: Scenario, shop: int, page: Page, t: float, origin: float, now: float) -> str:
     kind = sc.params.shops[shop].lastmod
-    if kind == "accurate":
-        return w3c(origin + sc.changed_at(page, sc.version(page, t)))
+    if kind == "accurate":  # a moved or restored page's URL is no older than its move or restore
+        born = sc.incarnation(page, sc.path_at(page, t), t)
+        return w3c(origin + max(sc.changed_at(page, sc.version(page, t)), born))
     if kind == "bogus_now":
         return w3c(now)
     if kind == "bogus_old":
@@ -112,15 +114,18 @@ def _lastmod(sc: Scenario, shop: int, page: Page, t: float, origin: float, now: 
 def render_sitemap(sc: Scenario, shop: int, part: int | None, t: float, origin: float,
                    now: float, base: str) -> str | None:
     """sitemap.xml (``part`` None) or child ``part`` (1-based) of an index shop; None: no such
-    sitemap. Lists the pages born by ``t``, sitemap-only ones included."""
+    sitemap (or the shop has none). Lists the pages present at ``t`` (born and not dead; a
+    moved page at its new URL), sitemap-only ones included."""
     parts = sc.sitemap_parts(shop)
+    if not parts:
+        return None
     indexed = sc.params.shops[shop].sitemap_index
     head = '<?xml version="1.0" encoding="UTF-8"?>\n'
     ns = 'xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"'
     if part is None and indexed:
         rows = []
         for k, pages in enumerate(parts, 1):
-            stamps = [_lastmod(sc, shop, p, t, origin, now) for p in pages if p.birth <= t]
+            stamps = [_lastmod(sc, shop, p, t, origin, now) for p in pages if sc.present(p, t)]
             stamp = max(stamps) if stamps else ""
             mod = f"<lastmod>{stamp}</lastmod>" if stamp else ""
             rows.append(f"<sitemap><loc>{base}/sitemaps/part-{k}.xml</loc>{mod}</sitemap>\n")
@@ -133,9 +138,9 @@ def render_sitemap(sc: Scenario, shop: int, part: int | None, t: float, origin: 
         return None
     rows = []
     for p in pages:
-        if p.birth > t:
+        if not sc.present(p, t):
             continue
         stamp = _lastmod(sc, shop, p, t, origin, now)
         mod = f"<lastmod>{stamp}</lastmod>" if stamp else ""
-        rows.append(f"<url><loc>{base}{p.path}</loc>{mod}</url>\n")
+        rows.append(f"<url><loc>{base}{sc.path_at(p, t)}</loc>{mod}</url>\n")
     return head + f"<urlset {ns}>\n" + "".join(rows) + "</urlset>\n"

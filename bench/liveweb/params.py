@@ -1,10 +1,12 @@
 """The parameters of a test web: its shops and what each does wrong or right, the run's length
-and the time axis. A :class:`ScenarioParams` plus its seed determines everything the server
+and the time axis, and (optionally) the lifecycle of its products: deaths, restores, moves and
+temporary redirects. A :class:`ScenarioParams` plus its seed determines everything the server
 serves; it travels to the server process and back to the evaluator as JSON."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
@@ -51,8 +53,12 @@ class ShopSpec:
     sitemap_in_site_file: bool = True
     crawl_delay: float = 0.0
     throttled: bool = False
+    sitemap: bool = True
 
     def __post_init__(self) -> None:
+        if not self.sitemap and (self.sitemap_index or self.sitemap_in_site_file):
+            raise ValueError("a shop without a sitemap has no sitemap index and names none in a "
+                             "site file (sitemap_index and sitemap_in_site_file must be False)")
         if self.products < 1:
             raise ValueError(f"a shop needs at least one product, got {self.products!r}")
         if self.validators not in VALIDATORS:
@@ -69,11 +75,63 @@ DEFAULT_SHOPS: tuple[ShopSpec, ...] = (
 )
 
 
+def _share(name: str, value: float) -> None:
+    if not 0 <= value <= 1:
+        raise ValueError(f"{name}: expected a share between 0 and 1, got {value!r}")
+
+
+def _span(name: str, value: tuple[float, float], top: float = 1.0) -> None:
+    lo, hi = value
+    if not 0 <= lo <= hi <= top:
+        raise ValueError(f"{name}: expected shares 0 <= a <= b <= {top:g}, got {value!r}")
+
+
+@dataclass(frozen=True)
+class Lifecycle:
+    """What happens to products besides their record changes. Each product present from the
+    start gets at most one fate, drawn with these shares: it **dies** (404 or 410 from then on,
+    left out of listings and sitemaps; some come back later at the same URL, some of those with
+    a changed record), it **moves** to a new slug (the old URL answers 301 or 308 to the new
+    one, listings and sitemaps link the new one; the record may change at the move) or it
+    answers a **temporary redirect** (302 or 307 to its category) for a while. Times are shares
+    of the run: a fate begins in ``start_between``; a restored product stays dead for
+    ``dead_for``; a temporary redirect lasts ``temp_for``."""
+
+    death_share: float = 0.08
+    gone_share: float = 0.5
+    restore_share: float = 0.5
+    restore_change_share: float = 0.5
+    move_share: float = 0.06
+    move_308_share: float = 0.3
+    move_change_share: float = 0.5
+    temp_share: float = 0.04
+    temp_307_share: float = 0.5
+    start_between: tuple[float, float] = (0.25, 0.7)
+    dead_for: tuple[float, float] = (0.15, 0.3)
+    temp_for: tuple[float, float] = (0.05, 0.15)
+
+    def __post_init__(self) -> None:
+        for name in ("death_share", "gone_share", "restore_share", "restore_change_share",
+                     "move_share", "move_308_share", "move_change_share", "temp_share",
+                     "temp_307_share"):
+            _share(name, getattr(self, name))
+        if self.death_share + self.move_share + self.temp_share > 1:
+            raise ValueError("death_share + move_share + temp_share must not exceed 1")
+        for name in ("start_between", "dead_for", "temp_for"):
+            _span(name, getattr(self, name))
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Lifecycle:
+        values = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items()}
+        return cls(**values)
+
+
 @dataclass(frozen=True)
 class ScenarioParams:
     """Everything that shapes a run; times in real seconds (``day_seconds`` of them make a
     "day" of the change model). The throttle window is a share of the run, ``retry_after`` 0
-    means a sixth of the window (at least 1 s)."""
+    means a sixth of the window (at least 1 s). ``lifecycle``: None (the default) for a web
+    whose pages only change and are born; see :meth:`with_lifecycle`."""
 
     seed: int = 1
     minutes: float = 10.0
@@ -89,6 +147,7 @@ class ScenarioParams:
     min_delay: float = 0.2
     first_host: str = "127.0.0.2"
     born_between: tuple[float, float] = field(default=(0.05, 0.85))
+    lifecycle: Lifecycle | None = None
 
     def __post_init__(self) -> None:
         if self.minutes <= 0 or self.day_seconds <= 0:
@@ -129,6 +188,27 @@ class ScenarioParams:
             raise ValueError("too many shops for the loopback range after first_host")
         return [f"{prefix}.{int(last) + i}" for i in range(len(self.shops))]
 
+    @property
+    def no_sitemap(self) -> tuple[int, ...]:
+        """The shops without a sitemap (0-based)."""
+        return tuple(i for i, s in enumerate(self.shops) if not s.sitemap)
+
+    def with_lifecycle(self, no_sitemap: Iterable[int] = (2, 3),
+                       lifecycle: Lifecycle | None = None) -> ScenarioParams:
+        """These parameters with products that die, come back, move and redirect for a while
+        (``lifecycle``, default :class:`Lifecycle()`), the shops ``no_sitemap`` (0-based;
+        default two of four) without any sitemap, and more births, later: 8% of products born
+        between a fifth and 65% of the run, so every shop has births after the warm-up and
+        early enough to be scored against two cycles."""
+        gone = set(no_sitemap)
+        if not gone <= set(range(len(self.shops))):
+            raise ValueError(f"no_sitemap: shops are 0 to {len(self.shops) - 1}, "
+                             f"got {sorted(gone)}")
+        shops = tuple(replace(s, sitemap=False, sitemap_index=False, sitemap_in_site_file=False)
+                      if i in gone else s for i, s in enumerate(self.shops))
+        return replace(self, shops=shops, lifecycle=lifecycle or Lifecycle(), born_share=0.08,
+                       born_between=(0.2, 0.65))
+
     @classmethod
     def small(cls, seed: int = 1, minutes: float = 2.0, **overrides: Any) -> ScenarioParams:
         """A fast scenario for tests: the same four kinds of shop, about 150 pages."""
@@ -152,4 +232,6 @@ class ScenarioParams:
         for key in ("throttle_window", "born_between"):
             if key in values:
                 values[key] = tuple(values[key])
+        if values.get("lifecycle") is not None:
+            values["lifecycle"] = Lifecycle.from_dict(values["lifecycle"])
         return cls(**values)

@@ -1,14 +1,17 @@
-"""Markdown tables of evaluated runs: one per seed, and medians with their spread over seeds."""
+"""Markdown tables of evaluated runs: one per seed, and medians with their spread over seeds;
+for lifecycle runs, the change-event targets per seed and the events by kind."""
 
 from __future__ import annotations
 
 import statistics
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
 from bench.liveweb.params import ScenarioParams
 
-__all__ = ["METRICS", "per_seed_tables", "shop_labels", "summary_tables"]
+__all__ = ["LIFECYCLE_METRICS", "METRICS", "lifecycle_tables", "per_seed_tables", "shop_labels",
+           "summary_tables"]
 
 Results = dict[int, dict[str, dict[str, Any]]]  # seed -> crawler -> evaluate_log() result
 
@@ -53,7 +56,8 @@ def shop_labels(params: dict[str, Any]) -> list[str]:
     p = ScenarioParams.from_dict(params)
     labels = []
     for host, s in zip(p.hosts, p.shops):
-        traits = [f"validators {s.validators}", f"lastmod {s.lastmod}"]
+        traits = [f"validators {s.validators}",
+                  f"lastmod {s.lastmod}" if s.sitemap else "no sitemap"]
         traits += ["sitemap index"] * s.sitemap_index
         traits += ["sitemap only in robots.txt"] * (not s.sitemap_in_site_file)
         traits += [f"Crawl-delay {s.crawl_delay:g}"] * (s.crawl_delay > 0)
@@ -121,3 +125,57 @@ def summary_tables(results: Results, crawlers: list[str]) -> str:
                                 for by in results.values() if c in by]))
         shop_rows.append(row)
     return text + "\n\n" + _table(["shop: freshness"] + crawlers, shop_rows)
+
+
+#: (column, how to read it from one lifecycle result); the issue's targets in the headers.
+LIFECYCLE_METRICS: list[tuple[str, Callable[[dict[str, Any]], Any]]] = [
+    ("events complete (100%)", lambda r: _share(r["events"], "complete")),
+    ("events correct (100%)", lambda r: _share(r["events"], "correct_share")),
+    ("owed", lambda r: r["events"]["expected"] if r["events"] else None),
+    ("false", lambda r: r["events"]["false"] if r["events"] else None),
+    ("duplicate ids", lambda r: r["events"]["duplicate_ids"] if r["events"] else None),
+    ("dead: most refetches (<= 2)", lambda r: r["lifecycle"]["dead"]["max"]),
+    ("dead pages seen", lambda r: r["lifecycle"]["dead"]["pages"]),
+    ("moved: most old-URL fetches (<= 1)", lambda r: r["lifecycle"]["moved"]["max"]),
+    ("moves seen", lambda r: r["lifecycle"]["moved"]["pages"]),
+    ("restores seen", lambda r: "{seen}/{restored}".format(**r["lifecycle"]["restores"])),
+    ("births w/o sitemap within 2 cycles", lambda r: "{within_two}/{pages}".format(
+        **r["births"]["no_sitemap"])),
+    ("their longest wait, cycles", lambda r: r["births"]["no_sitemap"]["max_cycles"]),
+    ("freshness", lambda r: r["window"]["freshness"]),
+    ("/ optimum, credits", lambda r: r["references"]["credits"]["vs_optimum"]),
+    ("killed", lambda r: "yes" if r.get("killed") else "no"),
+]
+
+
+def _share(events: dict[str, Any] | None, key: str) -> str:
+    if not events:
+        return "no events"
+    value = events[key]
+    return "-" if value is None else f"{100 * value:.1f}%"
+
+
+def _cell(x: Any) -> str:
+    return x if isinstance(x, str) else _fmt(x)
+
+
+def lifecycle_tables(results: dict[int, dict[str, Any]]) -> str:
+    """One row per seed of the lifecycle targets, then the events by kind over all seeds."""
+    rows = [[str(seed)] + [_cell(fn(r)) for _, fn in LIFECYCLE_METRICS]
+            for seed, r in results.items()]
+    out = _table(["seed"] + [m for m, _ in LIFECYCLE_METRICS], rows)
+    kinds: dict[str, Counter[str]] = {}
+    for r in results.values():
+        for kind, row in ((r["events"] or {}).get("by_kind") or {}).items():
+            kinds.setdefault(kind, Counter()).update(row)
+    if kinds:
+        columns = ("expected", "found", "correct", "false", "tolerated")
+        out += "\n\nEvents by kind, all seeds (*owed* by the fetches the server logged; " \
+               "*tolerated*: a `new` for a moved page's new URL fetched before its 301):\n\n"
+        out += _table(["kind", "owed", "found", "correct", "false", "tolerated"],
+                      [[k] + [str(c[m]) for m in columns] for k, c in kinds.items()])
+    errors = [f"seed {seed}: {r['events_error']}" for seed, r in results.items()
+              if r.get("events_error")]
+    if errors:
+        out += "\n\nNo events read: " + "; ".join(e.splitlines()[0] for e in errors)
+    return out

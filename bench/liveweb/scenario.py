@@ -7,6 +7,12 @@ critical ones have a slug starting ``top-``). A product changes as a Poisson pro
 interval comes from :data:`~bench.liveweb.params.CHANGE_BANDS`; each event changes its price,
 stock or description. A category's version counts the products born into it so far; a hub never
 changes. A page's version at ``t`` is the number of its events at or before ``t``.
+
+With a lifecycle (``params.lifecycle``), products present from the start may also die, come
+back, move or redirect for a while (:mod:`bench.liveweb.lifecycle`); the record changes a fate
+makes (a restore or move with a changed record) are events like the others, and a category's
+version counts its listing's deaths, restores and moves too. Shops without a sitemap list every
+product. Without a lifecycle the scenario is exactly the one of a web with births only.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from bench.liveweb._text import CATEGORIES, description, product_name, rng_for, slug
+from bench.liveweb.lifecycle import ALIVE, UNBORN, Fate, Life, draw_fate
 from bench.liveweb.params import CHANGE_BANDS, CHANGE_FIELDS, TIER_VALUES, ScenarioParams
 
 __all__ = ["Page", "Record", "Scenario"]
@@ -45,7 +52,8 @@ class Record:
 @dataclass(eq=False)
 class Page:
     """One scored page. ``events`` are its change times (after ``birth``), ``t0`` the time of its
-    version 0 (before the start for pages that exist from the start), ``size`` its body bytes."""
+    version 0 (before the start for pages that exist from the start), ``size`` its body bytes,
+    ``fate`` its lifecycle (None: it only changes)."""
 
     pid: int
     shop: int
@@ -64,6 +72,7 @@ class Page:
     price: np.ndarray = field(default_factory=lambda: _EMPTY)
     stock: np.ndarray = field(default_factory=lambda: _EMPTY)
     revision: np.ndarray = field(default_factory=lambda: _EMPTY)
+    fate: Fate | None = None
 
     @property
     def value(self) -> float:
@@ -93,6 +102,8 @@ class Scenario:
             self._build_shop(s)
         for page in self.pages:
             self._by_path[(page.shop, page.path)] = page
+            if page.fate is not None and page.fate.new_path:
+                self._by_path[(page.shop, page.fate.new_path)] = page
 
     # -- lookups ---------------------------------------------------------------------------------
 
@@ -111,15 +122,45 @@ class Scenario:
                       description(self.params.seed, page.pid, int(page.revision[version])))
 
     def listed(self, category: Page, t: float) -> list[Page]:
-        """The products a category lists at ``t`` (those born by then)."""
-        return [p for p in (self.pages[m] for m in category.members) if p.birth <= t]
+        """The products a category lists at ``t`` (born by then and not dead)."""
+        return [p for p in (self.pages[m] for m in category.members) if self.present(p, t)]
+
+    # -- lifecycle -------------------------------------------------------------------------------
+
+    def present(self, page: Page, t: float) -> bool:
+        """Born by ``t`` and not dead: listed, and in the sitemap."""
+        return page.birth <= t and (page.fate is None or page.fate.present(t))
+
+    def path_at(self, page: Page, t: float) -> str:
+        """The URL path a page lives at, and is linked by, at ``t``."""
+        return page.path if page.fate is None else page.fate.path_at(page.path, t)
+
+    def life(self, page: Page, path: str, t: float) -> Life:
+        """What ``path`` (one of the page's paths) answers at ``t``."""
+        if page.birth > t:
+            return UNBORN
+        return ALIVE if page.fate is None else page.fate.answer(page.path, path, t)
+
+    def incarnation(self, page: Page, path: str, t: float) -> float:
+        """When the resource served at ``path`` at ``t`` began (-inf: before the run)."""
+        return -math.inf if page.fate is None else page.fate.incarnation(path, t)
+
+    def alive(self, page: Page, start: float, end: float) -> list[tuple[float, float]]:
+        """The parts of [start, end] in which the page exists (born, not dead)."""
+        start = max(start, page.birth)
+        if page.fate is None:
+            return [(start, end)] if end > start else []
+        return page.fate.alive(start, end)
 
     def categories(self, shop: int) -> list[Page]:
         return [p for p in self.shop_pages[shop] if p.kind == "category"]
 
     def sitemap_parts(self, shop: int) -> list[list[Page]]:
-        """The pages each sitemap of the shop lists (two parts behind an index, else one)."""
+        """The pages each sitemap of the shop lists (two parts behind an index, else one; none
+        for a shop without a sitemap)."""
         pages = self.shop_pages[shop]
+        if not self.params.shops[shop].sitemap:
+            return []
         if not self.params.shops[shop].sitemap_index:
             return [pages]
         half = (len(pages) + 1) // 2
@@ -160,6 +201,8 @@ class Scenario:
         born_hidden = set(order[:max(1, round(n_born * p.born_sitemap_only_share))].tolist()
                           if n_born else [])
         hidden = born_hidden | set(order[n_born:n_born + round(n * p.sitemap_only_share)].tolist())
+        if not spec.sitemap:
+            hidden = set()  # nothing could find them
         births = np.where(np.isin(np.arange(n), list(born)),
                           rng.uniform(*p.born_between, size=n) * p.duration, 0.0)
         critical = rng.random(n) < p.critical_share
@@ -181,20 +224,31 @@ class Scenario:
         for j in range(n):
             name = product_name(rng_for(p.seed, s, j))
             path = f"/p/{first + j}/{'top-' if critical[j] else ''}{slug(name)}"
+            category = category_of.get(j, -1)
+            fate = None
+            if p.lifecycle is not None and births[j] == 0:
+                target = self.pages[category].path if category >= 0 else "/"
+                fate = draw_fate(p.lifecycle, p.duration, path, target,
+                                 np.random.default_rng([p.seed, s, j, 17]))
             page = self._add(Page(first + j, s, "product", path, 4 if critical[j] else 3, name,
                                   int(sizes[j]), birth=float(births[j]),
                                   mean_interval=float(interval[j]), sitemap_only=j in hidden,
-                                  category=category_of.get(j, -1)))
-            self._changes(page, np.random.default_rng([p.seed, s, j, 11]))
+                                  category=category, fate=fate))
+            self._changes(page, np.random.default_rng([p.seed, s, j, 11]),
+                          np.random.default_rng([p.seed, s, j, 19]))
         for cat in cat_pages:
             members = sorted(j + first for j, c in category_of.items() if c == cat.pid)
             cat.members = tuple(members)
-            cat.events = np.sort(np.array([self.pages[m].birth for m in members
-                                           if self.pages[m].birth > 0]))
+            listing = [self.pages[m].birth for m in members if self.pages[m].birth > 0]
+            listing += [t for m in members if self.pages[m].fate is not None
+                        for t in self.pages[m].fate.listing_changes if math.isfinite(t)]
+            cat.events = np.sort(np.array(listing))
         hub.members = tuple(c.pid for c in cat_pages)
 
-    def _changes(self, page: Page, rng: np.random.Generator) -> None:
-        """Poisson events after birth and the record after each of them."""
+    def _changes(self, page: Page, rng: np.random.Generator,
+                 forced_rng: np.random.Generator) -> None:
+        """Poisson events after birth, the changes its fate makes (drawn from ``forced_rng``),
+        and the record after each of them."""
         span = self.params.horizon - page.birth
         count = rng.poisson(span / page.mean_interval)
         page.events = page.birth + np.sort(rng.uniform(0, span, size=count))
@@ -203,12 +257,24 @@ class Scenario:
         names = [f[0] for f in CHANGE_FIELDS]
         probs = np.array([f[1] for f in CHANGE_FIELDS])
         touched = rng.choice(len(names), size=count, p=probs / probs.sum())
+        first_price, first_stock = rng.integers(500, 50_000), rng.integers(0, 60)
+        factors = rng.uniform(0.8, 1.2, size=count)
+        stocks = rng.integers(0, 60, size=count)
+        forced = np.array(page.fate.forced_changes if page.fate else (), dtype=float)
+        if len(forced):  # merged into the Poisson events, in time order
+            extra = len(forced)
+            times = np.concatenate((page.events, forced))
+            order = np.argsort(times, kind="stable")
+            page.events = times[order]
+            touched = np.concatenate((touched, forced_rng.choice(len(names), size=extra,
+                                                                 p=probs / probs.sum())))[order]
+            factors = np.concatenate((factors, forced_rng.uniform(0.8, 1.2, size=extra)))[order]
+            stocks = np.concatenate((stocks, forced_rng.integers(0, 60, size=extra)))[order]
+            count += extra
         price = np.empty(count + 1, dtype=np.int64)
         stock = np.empty(count + 1, dtype=np.int64)
         revision = np.empty(count + 1, dtype=np.int64)
-        price[0], stock[0], revision[0] = rng.integers(500, 50_000), rng.integers(0, 60), 0
-        factors = rng.uniform(0.8, 1.2, size=count)
-        stocks = rng.integers(0, 60, size=count)
+        price[0], stock[0], revision[0] = first_price, first_stock, 0
         for k in range(count):
             price[k + 1], stock[k + 1], revision[k + 1] = price[k], stock[k], revision[k]
             field_name = names[touched[k]]

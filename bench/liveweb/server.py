@@ -1,7 +1,7 @@
 """The test web's HTTP server: one threaded HTTP/1.1 server per shop host, all on one port.
 
     python -m bench.liveweb.server --seed S --minutes M [--port 0] --log FILE
-        [--params JSON_FILE] [--small] [--day-seconds D]
+        [--params JSON_FILE] [--small] [--day-seconds D] [--lifecycle [--no-sitemap 2,3]]
 
 prints ``READY {"hosts": [...], "port": N, "origin": epoch, "pid": ...}`` once every host
 listens, then serves until SIGTERM or SIGINT. Before READY it writes the header file
@@ -35,9 +35,11 @@ __all__ = ["LOG_FIELDS", "LiveServer", "header_path", "main"]
 #: ``mono`` at arrival, ``host``, ``path``, ``method``, ``status``, ``bytes`` written (status
 #: line, headers, body), ``body`` bytes, ``inm`` / ``ims`` (If-None-Match / If-Modified-Since
 #: sent), ``ua``, ``kind`` (robots, sitemap, hub, category, product, other), ``page`` and
-#: ``version`` (scored pages: served, or confirmed by a 304).
+#: ``version`` (scored pages: served, or confirmed by a 304), ``life`` (a product's lifecycle
+#: answer: ``unborn`` 404 before it exists, ``dead`` 404/410, ``moved`` 301/308 from its old
+#: URL, ``temp`` 302/307; null otherwise) and ``location`` (a redirect's Location, else null).
 LOG_FIELDS = ("t", "wall", "mono", "host", "path", "method", "status", "bytes", "body", "inm",
-              "ims", "ua", "kind", "page", "version")
+              "ims", "ua", "kind", "page", "version", "life", "location")
 
 
 def header_path(log: str | Path) -> Path:
@@ -80,7 +82,8 @@ class _Handler(BaseHTTPRequestHandler):
             "status": answer.status, "bytes": len(head) + len(payload), "body": len(payload),
             "inm": inm is not None, "ims": ims is not None,
             "ua": self.headers.get("User-Agent", ""), "kind": answer.kind,
-            "page": answer.page, "version": answer.version,
+            "page": answer.page, "version": answer.version, "life": answer.life,
+            "location": answer.headers.get("Location"),
         })
         self.wfile.write(head + payload)
 
@@ -167,7 +170,8 @@ class LiveServer:
 
 def params_from_args(args: argparse.Namespace) -> ScenarioParams:
     """The scenario of the command line: ``--params`` file, else defaults (``--small``: the test
-    size), then ``--seed``, ``--minutes`` and ``--day-seconds`` on top."""
+    size), then ``--seed``, ``--minutes`` and ``--day-seconds`` on top, then ``--lifecycle``
+    (:meth:`ScenarioParams.with_lifecycle`, without a sitemap on the shops ``--no-sitemap``)."""
     if args.params:
         base = ScenarioParams.from_dict(json.loads(Path(args.params).read_text()))
     else:
@@ -176,7 +180,10 @@ def params_from_args(args: argparse.Namespace) -> ScenarioParams:
     for key in ("seed", "minutes", "day_seconds"):
         if getattr(args, key) is not None:
             data[key] = getattr(args, key)
-    return ScenarioParams.from_dict(data)
+    params = ScenarioParams.from_dict(data)
+    if args.lifecycle:
+        params = params.with_lifecycle(int(s) for s in args.no_sitemap.split(",") if s.strip())
+    return params
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -187,6 +194,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--day-seconds", dest="day_seconds", type=float)
     parser.add_argument("--params", help="JSON file of scenario parameters")
     parser.add_argument("--small", action="store_true", help="the small test scenario")
+    parser.add_argument("--lifecycle", action="store_true",
+                        help="products die, come back, move and redirect for a while")
+    parser.add_argument("--no-sitemap", default="2,3",
+                        help="with --lifecycle: the shops without a sitemap (0-based, default 2,3)")
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--log", required=True, help="request log (JSON lines), appended to")
     args = parser.parse_args(argv)
