@@ -12,6 +12,7 @@ from scrapy import Request
 from scrapy.http import HtmlResponse, Response, TextResponse
 from scrapy.utils.test import get_crawler
 
+from webcrawl import meta as M
 from webcrawl.items import ListingItem, PageItem
 from webcrawl.sites import site_from_dict
 from webcrawl.spiderloader import spider_class_for
@@ -217,3 +218,40 @@ def test_broken_utf8_is_counted(spider: SiteSpider) -> None:
     _, (item,) = run(spider, response("http://shop.test/product/1", body))
     assert item.record["name"].startswith("caf")
     assert stats(spider)["webcrawl/parse/encoding/broken"] == 1
+
+
+def test_a_lister_read_again_rechecks_the_known_pages_it_stopped_showing(spider: SiteSpider) -> None:
+    url = "http://shop.test/category/kettles/"
+    resp = response(url, CATEGORY)
+    resp.meta.update({M.KNOWN: True, M.LINKS: ("http://shop.test/product/1", "http://shop.test/product/9")})
+    requests, items = run(spider, resp)
+    [recheck] = [r for r in requests if r.meta.get(M.RECHECK)]
+    assert recheck.url == "http://shop.test/product/9" and recheck.dont_filter
+    assert recheck.meta[M.KNOWN] and recheck.meta[M.CANONICAL_URL] == recheck.url
+    assert recheck.meta["handle_httpstatus_list"] == [404, 410]  # a removal is seen
+    assert items[0].links == ("http://shop.test/product/1", "http://shop.test/product/2")
+
+
+def test_a_known_page_reached_through_redirects_is_moved_only_when_all_were_permanent(
+        spider: SiteSpider) -> None:
+    old, new = "http://shop.test/product/1", "http://shop.test/product/7"
+    for reasons, moved, item_count in (([301], old, 1), ([301, 308], old, 1), ([302], None, 0),
+                                       ([301, 307], None, 0)):
+        resp = response(new, PRODUCT)
+        resp.meta.update({M.KNOWN: True, M.CANONICAL_URL: old, "redirect_urls": [old] * len(reasons),
+                          "redirect_reasons": reasons})
+        _, items = run(spider, resp)
+        pages = [i for i in items if isinstance(i, PageItem)]
+        assert len(pages) == item_count
+        if pages:
+            assert (pages[0].moved_from, pages[0].moved_url) == (moved, old)
+
+
+def test_a_known_page_answering_404_is_a_bodiless_item(spider: SiteSpider) -> None:
+    url = "http://shop.test/product/1"
+    resp = HtmlResponse(url, status=404, body=b"gone", request=Request(url, meta={
+        M.KNOWN: True, M.CANONICAL_URL: url, M.PAGE_TYPE: "product"}))
+    requests, [item] = run(spider, resp)
+    assert requests == [] and (item.status, item.body, item.page_type) == (404, b"", "product")
+    unknown = HtmlResponse(url, status=404, body=b"gone", request=Request(url))
+    assert run(spider, unknown) == ([], [])

@@ -51,7 +51,9 @@ class PageItem:
     again as often as new pages appear there, and it makes no event. ``moved_from`` and
     ``moved_url``: the known page (canonical, and as fetched) whose 301/308 led here.
     ``extraction_errors``: typed fields whose text did not parse (field -> text); such a page
-    lands no observation. ``event``: the change event the observation recorded, if any.
+    lands no observation. ``links``: for a listing page or hub, the typed pages it shows (kept
+    so its next reading can recheck those it stops showing). ``event``: the change event the
+    observation recorded, if any.
     """
 
     url: str
@@ -70,6 +72,7 @@ class PageItem:
     moved_from: str | None = None
     moved_url: str | None = None
     extraction_errors: dict[str, str] = field(default_factory=dict)
+    links: tuple[str, ...] = ()
     event: dict[str, Any] | None = None
 
 

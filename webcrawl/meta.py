@@ -7,6 +7,8 @@
 | ``webcrawl_canonical_url`` | scheduler, priority middleware | the canonical form of the URL (the page's key) |
 | ``webcrawl_known`` | scheduler | True: a revisit of a known page, popped from its host's due queue |
 | ``webcrawl_newly_listed`` | spider | True: a URL first listed by a page or sitemap read again (likely a new page: fetched before other new URLs) |
+| ``webcrawl_links`` | scheduler | a listing page's or hub's typed links at its latest reading, when popped (the spider rechecks those it no longer shows) |
+| ``webcrawl_recheck`` | spider | True: a known page a listing page or hub stopped showing, fetched at once to see whether it died or moved |
 | ``webcrawl_lease`` | scheduler | the lease of a request popped from the crawl's queue (absent: it did not come from there) |
 | ``webcrawl_validators`` | scheduler | ``[etag, last_modified]`` stored for a known page, read when it was popped |
 | ``webcrawl_page_stats`` | scheduler | a known page's ``last_fetched``, ``changes``, ``seconds``, ``mean_cost``, ``hash8`` and ``body8`` (hex of the first 8 bytes of its record hash and of its latest stored body's hash) when popped |
@@ -31,6 +33,8 @@ CANONICAL_URL = "webcrawl_canonical_url"
 KNOWN = "webcrawl_known"
 #: A discovery request for a URL first listed by a page or sitemap read again (likely a new page).
 NEWLY_LISTED = "webcrawl_newly_listed"
+LINKS = "webcrawl_links"
+RECHECK = "webcrawl_recheck"
 LEASE = "webcrawl_lease"
 VALIDATORS = "webcrawl_validators"
 PAGE_STATS = "webcrawl_page_stats"

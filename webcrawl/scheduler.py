@@ -512,6 +512,8 @@ class ReadyQueueScheduler(BaseScheduler):
             M.CANONICAL_URL: url, M.KNOWN: True}
         if item.validators is not None:
             meta[M.VALIDATORS] = list(item.validators)
+        if item.links is not None:
+            meta[M.LINKS] = item.links
         if record is not None:
             meta[M.PAGE_STATS] = {"last_fetched": record.last_fetched, "changes": record.changes,
                                   "seconds": record.seconds, "mean_cost": record.mean_cost,

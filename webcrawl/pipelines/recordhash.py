@@ -210,7 +210,7 @@ class RecordHashPipeline:
             body8=stored[1] if stored else b"",
             moved_from=(item.moved_from or "") if moved_host else "",
             moved_url=(item.moved_url or "") if moved_host else "", moved_host=moved_host,
-            inherit=inherit, inherit_record=inherit_record)
+            inherit=inherit, inherit_record=inherit_record, links=item.links)
 
     async def _gone(self, item: PageItem) -> PageItem:
         """A known page answered 404 or 410 (module docstring)."""

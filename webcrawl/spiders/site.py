@@ -30,6 +30,12 @@ Contract (docs/spider.md):
 - A page without a page type is a *hub* item when it is a seed or links pages that have one:
   its record is the sorted list of those links, so it is read again as often as they change
   (new pages appear there) and no event is made of it.
+- A *lister* (a hub, a page whose type has listing rules, a seed) read again compares the typed
+  pages it shows with those it showed last time (``meta["webcrawl_links"]``, kept in the crawl
+  state): each known page it no longer shows is fetched at once (``meta["webcrawl_recheck"]``,
+  in the known pages' priority band, so before the pages it newly shows), to see whether it
+  died or moved: a move is then seen from its old URL, and its new URL is not taken for a new
+  page. At most ``MAX_RECHECKS`` a reading.
 - Every request carries ``meta["webcrawl_purpose"]`` (``discovery`` for seeds, links and sitemap
   entries; ``sitemap`` for sitemap files) and ``meta["webcrawl_page_type"]`` (the page type its
   URL matches, or ``None``). URLs are the parser's canonical form.
@@ -86,6 +92,8 @@ HEADERS_KEPT = ("ETag", "Last-Modified", "Content-Type", "Date", "Content-Length
 GONE_STATUSES = [404, 410]
 #: Redirects that move a page for good.
 PERMANENT_REDIRECTS = frozenset((301, 308))
+#: Known pages a lister's reading rechecks at most (those it stopped showing).
+MAX_RECHECKS = 20
 #: Sitemap indexes pointing at indexes: deeper levels are counted and not fetched.
 MAX_SITEMAP_NESTING = 3
 PARSE = "webcrawl/parse/"
@@ -124,9 +132,12 @@ class SiteSpider(scrapy.Spider):
         self._requested: set[str] = set()
         self._keys: dict[tuple[str, str | None], str] = {}
         self._seeds: frozenset[str] = frozenset()
+        self._listing_types: frozenset[str] = frozenset()
         if self.parser is not None and self.site is not None:
             canonical = self.parser.canonicalizer.canonical
             self._seeds = frozenset(canonical(u) or u for u in self.site.seeds)
+            self._listing_types = frozenset(t.name for t in self.site.page_types
+                                            if t.listing is not None)
         #: where sitemap readings and dates go (set by from_crawler when the crawl has a state)
         self._signals: Any = None
         self._refusals: Refusals | None = None
@@ -265,6 +276,10 @@ class SiteSpider(scrapy.Spider):
                     yield request
         if len(result.links) > new:
             stats.inc_value(SPIDER + "links/known", len(result.links) - new)
+        before = response.meta.get(M.LINKS)
+        if before and reread:
+            shown = self._lister_links(result) or ()
+            yield from self._rechecks(set(before).difference(shown))
         yield from self.page_items(response, result, fetch_time)
 
     def page_items(self, response: Response, result: ParseResult, fetch_time: float) -> Iterator[Any]:
@@ -277,10 +292,12 @@ class SiteSpider(scrapy.Spider):
             self._inc(SPIDER + "items/temporary_redirect")
             return
         if result.page_type is None:
-            hub = self._hub_links(result)
+            hub = self._lister_links(result)
             if hub is not None:
                 self._inc(SPIDER + "items/hub")
-                yield self._item(response, result.url, None, {"links": hub}, fetch_time)
+                item = self._item(response, result.url, None, {"links": list(hub)}, fetch_time)
+                item.links = hub
+                yield item
             return
         self._inc(SPIDER + "items/page")
         self._inc(self._keyed(SPIDER + "items/page/", result.page_type))
@@ -288,6 +305,7 @@ class SiteSpider(scrapy.Spider):
         if moved_from != result.url:
             item.moved_from, item.moved_url = moved_from, moved_url
         item.extraction_errors = dict(getattr(result, "errors", None) or {})
+        item.links = self._lister_links(result) or ()
         yield item
         if result.listing and self.listing_items:
             self._inc(SPIDER + "items/listing", len(result.listing))
@@ -325,17 +343,32 @@ class SiteSpider(scrapy.Spider):
         item.body = b""
         return item
 
-    def _hub_links(self, result: ParseResult) -> list[str] | None:
-        """The typed pages a page without a page type links (sorted), when it is a hub: a seed,
-        or a page linking at least one; ``None`` otherwise."""
+    def _lister_links(self, result: ParseResult) -> tuple[str, ...] | None:
+        """The typed pages a lister shows (sorted): a hub (a page without a page type linking at
+        least one), a page whose type has listing rules, a seed; ``None`` for other pages."""
         assert self.parser is not None
         rules = self.parser.rules
+        seed = result.url in self._seeds
+        if result.page_type is not None and result.page_type not in self._listing_types and not seed:
+            return None
         if not rules.page_types:
-            return [] if result.url in self._seeds else None
-        typed = sorted({u for u in result.links if rules.page_type(u) is not None})
-        if typed or result.url in self._seeds:
+            return () if seed else None
+        typed = tuple(sorted({u for u in result.links if rules.page_type(u) is not None}))
+        if typed or seed or result.page_type is not None:
             return typed
         return None
+
+    def _rechecks(self, unlisted: set[str]) -> Iterator[scrapy.Request]:
+        """Fetch at once the known pages a lister stopped showing (module docstring)."""
+        assert self.parser is not None
+        for url in sorted(unlisted)[:MAX_RECHECKS]:
+            page_type = self.parser.rules.page_type(url)
+            self._inc(SPIDER + "requests/recheck")
+            yield self.revisit_request(url, meta={
+                M.PURPOSE: "revisit", M.PAGE_TYPE: page_type.name if page_type is not None else None,
+                M.CANONICAL_URL: url, M.KNOWN: True, M.RECHECK: True})
+        if len(unlisted) > MAX_RECHECKS:
+            self._inc(SPIDER + "requests/recheck_skipped", len(unlisted) - MAX_RECHECKS)
 
     def _keyed(self, family: str, page_type: str | None) -> str:
         """``family + page type`` (``none`` without one), built once per pair."""

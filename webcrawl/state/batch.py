@@ -47,7 +47,7 @@ Callback = Callable[[list[Any]], None]
 Done = Callable[[redis.RedisError | None, list[list[Any]]], None]
 #: Arguments each land operation takes besides its code and host (see lua2/land.lua). Page
 #: operations take the page's URL first and the host second; host operations the host first.
-ARITY = {"O": 25, "G": 16, "Y": 1, "T": 1, "I": 4, "L": 3, "M": 4, "R": 2, "A": 6, "F": 1, "D": 1,
+ARITY = {"O": 26, "G": 17, "Y": 1, "T": 1, "I": 4, "L": 3, "M": 4, "R": 2, "A": 6, "F": 1, "D": 1,
          "V": 6}
 PAGE_OPS = frozenset("OGYTILMR")
 #: Values each land operation answers (lua2/land_head.lua's REPLY_WIDTH).

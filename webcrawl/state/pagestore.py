@@ -47,7 +47,8 @@ class EventArgs:
     :func:`webcrawl.change.events.encode_record`; empty for a page without a page type and for a
     304), the stored body's pointer and the first 8 bytes of its hash, and, for a page a 301/308
     led to, the page it moved from (with that page's record and latest record when it lives in
-    another shard: what a :func:`give_up_op` there answered)."""
+    another shard: what a :func:`give_up_op` there answered); for a listing page or hub, the
+    typed pages it shows."""
 
     site: str = ""
     page_type: str = ""
@@ -62,11 +63,13 @@ class EventArgs:
     moved_host: str = ""
     inherit: bytes = b""
     inherit_record: bytes = b""
+    #: For a listing page or hub: the typed pages it shows (kept for its next reading).
+    links: tuple[str, ...] = ()
 
     def args(self) -> list[Any]:
         return [self.record, self.url, str(self.status), self.site, self.page_type,
                 ",".join(self.volatile), self.pointer, self.body8, self.moved_from, self.moved_url,
-                self.moved_host, self.inherit, self.inherit_record]
+                self.moved_host, self.inherit, self.inherit_record, "\n".join(self.links)]
 
 
 NO_EVENT = EventArgs()

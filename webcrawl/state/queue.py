@@ -73,6 +73,8 @@ class PoppedItem:
     delay: float
     host: str
     shard: int
+    #: For a listing page or hub: the typed pages it showed at its latest reading.
+    links: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -168,14 +170,15 @@ class CrawlQueue:
     @staticmethod
     def pop_reply(index: int, reply: list[Any]) -> Popped:
         items = []
-        for i in range(5, len(reply), 7):
-            lease, kind, item, record, validators, delay, host = reply[i:i + 7]
+        for i in range(5, len(reply), 8):
+            lease, kind, item, record, validators, delay, host, links = reply[i:i + 8]
             v = None
             if validators:
                 etag, _, modified = _text(validators).partition("\t")
                 v = (etag, modified)
             items.append(PoppedItem(_text(lease), _text(kind), _text(item), record or None, v,
-                                    float(delay), _text(host), index))
+                                    float(delay), _text(host), index,
+                                    tuple(_text(links).split("\n")) if links else None))
         return Popped(items, float(reply[0]), int(reply[1]),
                       float(reply[2]) if reply[2] else None, float(reply[3]) if reply[3] else None,
                       int(reply[4]))

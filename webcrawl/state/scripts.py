@@ -52,7 +52,7 @@ def _shard_source(name: str) -> str:
 #: idempotency key, added by :func:`shard_keys_for`).
 KEYS: dict[str, tuple[str, ...]] = {
     "pop": ("ready_new", "ready_due", "frontier", "due", "next", "delay", "leases", "leased",
-            "excluded", "queued", "pages", "validators", "op"),
+            "excluded", "queued", "pages", "validators", "links", "op"),
     "push": ("frontier", "ready_new", "ready_due", "due", "next", "seen", "seen_meta", "excluded",
              "queued", "seq", "refused", "op"),
     "lease": ("leases", "leased"),
@@ -60,7 +60,7 @@ KEYS: dict[str, tuple[str, ...]] = {
                 "pages"),
     "land": ("pages", "validators", "due", "ready_due", "next", "delay", "health", "ready_new",
              "frontier", "listing", "trust_sitemaps", "trust_validators", "dirty", "records", "events",
-             "op"),
+             "links", "op"),
     "claim": ("next", "delay", "frontier", "due", "ready_new", "ready_due"),
     "exclude": ("excluded", "excluded_version", "frontier", "due", "ready_new", "ready_due",
                 "queued"),

@@ -1,9 +1,10 @@
 -- The land script, part 3 of 3: the operations, and the loop that runs them. Each op is a code
 -- and its arguments; page ops take the page's URL and host first, host ops the host. Returns
--- REPLY_WIDTH values per op (unused ones ''). Event arguments (EV, 13 values, in this order):
+-- REPLY_WIDTH values per op (unused ones ''). Event arguments (EV, 14 values, in this order):
 -- record, URL as fetched, status, site, page type, volatile fields, body pointer, body hash (8
--- bytes), moved-from URL, moved-from URL as fetched, moved-from host, inherited record and
--- inherited latest record (from a Y op on another shard); see lifecycle.lua.
+-- bytes), moved-from URL, moved-from URL as fetched, moved-from host, inherited record,
+-- inherited latest record (from a Y op on another shard), and the typed pages a listing page or
+-- hub shows (one a line, '' for other pages); see lifecycle.lua.
 --   O url host kind(f|n) time hash set_validators etag last_modified type tier pkind(p|s|h)
 --     change_age billed EV
 --       -> verdict (new|changed|unchanged|none), interval, sitemap trust news, event kind, event
@@ -180,6 +181,7 @@ local function observe(url, host, kind, time, hash, set_v, etag, lm, ptype, tier
     event = ''
   end
   if kind == 'f' and e.record ~= '' then redis.call('HSET', K.records, url, e.record) end
+  if kind == 'f' and e.links ~= '' then redis.call('HSET', K.links, url, e.links) end
   if verdict ~= 'none' or known then
     local due = nil
     if r.iv > 0 then due = math.max(r.last_fetched + r.iv, NOT_BEFORE) end
@@ -363,9 +365,10 @@ local function event_args(j)
   return {record = ARGV[j], url = ARGV[j + 1], status = ARGV[j + 2], site = ARGV[j + 3],
           page_type = ARGV[j + 4], volatile = ARGV[j + 5], pointer = ARGV[j + 6],
           body8 = ARGV[j + 7], moved_from = ARGV[j + 8], moved_url = ARGV[j + 9],
-          moved_host = ARGV[j + 10], inherit = ARGV[j + 11], inherit_blob = ARGV[j + 12]}
+          moved_host = ARGV[j + 10], inherit = ARGV[j + 11], inherit_blob = ARGV[j + 12],
+          links = ARGV[j + 13]}
 end
-local EV = 13
+local EV = 14
 
 local i = FIRST_OP
 while i <= #ARGV do
@@ -422,4 +425,4 @@ while i <= #ARGV do
   out[o + 5], out[o + 6], out[o + 7], out[o + 8] = e or '', f or '', g or '', ''
 end
 for host in pairs(rescored) do rescore(K, host) end
-return op_store(KEYS[16], tonumber(ARGV[1]), out)
+return op_store(KEYS[17], tonumber(ARGV[1]), out)

@@ -4,7 +4,7 @@
 -- moved, restored), attempts (host health and backoff), politeness from finished fetches,
 -- listing summaries, sitemap dates, revisit intervals and triggers, Crawl-delays, validator trust.
 -- KEYS: pages, validators, due, ready_due, next, delay, health, ready_new, frontier, listing,
---       trust_sitemaps, trust_validators, dirty, records, events, op
+--       trust_sitemaps, trust_validators, dirty, records, events, links, op
 -- ARGV: op ttl, default delay, sitemap trust (min agreements, max disagreement rate, memory),
 --       the time before which no fetch makes its page due again (0: none), event retention
 --       seconds, removal confirmation delay, removed-page probe interval, then ops, each a code
@@ -12,8 +12,9 @@
 local K = {pages = KEYS[1], validators = KEYS[2], due = KEYS[3], ready_due = KEYS[4],
            next = KEYS[5], delay = KEYS[6], health = KEYS[7], ready_new = KEYS[8],
            frontier = KEYS[9], listing = KEYS[10], trust_sitemaps = KEYS[11],
-           trust_validators = KEYS[12], dirty = KEYS[13], records = KEYS[14], events = KEYS[15]}
-local cached = op_cached(KEYS[16])
+           trust_validators = KEYS[12], dirty = KEYS[13], records = KEYS[14], events = KEYS[15],
+           links = KEYS[16]}
+local cached = op_cached(KEYS[17])
 if cached then return cached end
 local REPLY_WIDTH = 8
 local default_delay = tonumber(ARGV[2])

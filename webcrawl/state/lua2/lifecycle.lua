@@ -34,6 +34,7 @@ local function retire(r, url, host)
   save(r, url)
   redis.call('HDEL', K.records, url)
   redis.call('HDEL', K.validators, url)
+  redis.call('HDEL', K.links, url)
 end
 
 -- The page `e.moved_from` answered a 301/308 that led to the page observed now: its record and

@@ -9,17 +9,19 @@
 -- other way round (a per-host turn counter in the `next` hash).
 -- A host on the exclusion list has its frontier and revisits dropped instead.
 -- KEYS: ready_new, ready_due, frontier, due, next, delay, leases, leased, excluded, queued, pages,
---       validators, op
+--       validators, links, op
 -- Revisits due within ARGV ahead seconds may come out early (a caller whose money would otherwise
 -- sit idle), on hosts whose turn has come, earliest first, and only when no host has work of
 -- either kind ready now (new URLs waiting go first).
 -- ARGV: owner, first lease number, max, order, default delay, lease seconds, op ttl, share, ahead
 -- Returns {now, queued, earliest new, earliest due, dropped, then per item:
---          lease id, kind, payload (n) or url (d), page record or '', validators or '', delay, host}
+--          lease id, kind, payload (n) or url (d), page record or '', validators or '', delay, host,
+--          the typed pages a listing page or hub showed at its latest reading (d) or ''}
 local K = {ready_new = KEYS[1], ready_due = KEYS[2], frontier = KEYS[3], due = KEYS[4],
            next = KEYS[5], delay = KEYS[6], leases = KEYS[7], leased = KEYS[8],
-           excluded = KEYS[9], queued = KEYS[10], pages = KEYS[11], validators = KEYS[12]}
-local cached = op_cached(KEYS[13])
+           excluded = KEYS[9], queued = KEYS[10], pages = KEYS[11], validators = KEYS[12],
+           links = KEYS[13]}
+local cached = op_cached(KEYS[14])
 if cached then return cached end
 local owner, counter, max, order = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
 local default_delay, lease = tonumber(ARGV[5]), tonumber(ARGV[6])
@@ -71,7 +73,7 @@ while popped < max and guard < 4 * max + 16 do
         if turn % share == 0 then kind = other end
       end
     end
-    local member, item, record, validators = nil, nil, '', ''
+    local member, item, record, validators, links = nil, nil, '', '', ''
     if kind == 'n' then
       member = host_first(K.frontier, host)
       if member then
@@ -96,6 +98,7 @@ while popped < max and guard < 4 * max + 16 do
             redis.call('HSET', K.pages, url, record)
           end
           validators = redis.call('HGET', K.validators, url) or ''
+          links = redis.call('HGET', K.links, url) or ''
         end
       end
     end
@@ -109,7 +112,7 @@ while popped < max and guard < 4 * max + 16 do
       popped = popped + 1
       local o = #out
       out[o + 1], out[o + 2], out[o + 3], out[o + 4] = id, kind, item, record
-      out[o + 5], out[o + 6], out[o + 7] = validators, num(delay), host
+      out[o + 5], out[o + 6], out[o + 7], out[o + 8] = validators, num(delay), host, links
     end
     rescore(K, host)
   end
@@ -122,4 +125,4 @@ end
 local result = {num(now), tonumber(redis.call('GET', K.queued) or 0), first_score(K.ready_new),
                 first_score(K.ready_due), dropped}
 for j = 1, #out do result[j + 5] = out[j] end
-return op_store(KEYS[13], tonumber(ARGV[7]), result)
+return op_store(KEYS[14], tonumber(ARGV[7]), result)
