@@ -61,7 +61,7 @@ def test_a_new_page_stores_its_body_first_and_its_event_points_at_it(runtime, tm
     assert runtime.pages.get(URL, HOST).body8 == bytes.fromhex(body_hash(b"<p>1</p>")[:16])
 
 
-def test_a_revisit_whose_pop_saw_the_same_hash_stores_its_body_only_if_the_landing_finds_a_change(
+def test_a_revisit_whose_pop_saw_the_same_hash_stores_its_body_only_if_the_landing_asks(
         runtime, tmp_path) -> None:
     p = pipeline(runtime, tmp_path)
     first = run(p.process_item(item()))
@@ -74,8 +74,12 @@ def test_a_revisit_whose_pop_saw_the_same_hash_stores_its_body_only_if_the_landi
     runtime.batch.flush()
     late = run(p.process_item(item(fetch_time=3000.0, fetch={"page_stats": known})))
     assert late.change == "changed" and late.event["kind"] == "changed"
-    assert runtime.stats.get_value("webcrawl/bodies/late") == 1
+    assert runtime.stats.get_value("webcrawl/bodies/asked") == 1
     assert runtime.stats.get_value("webcrawl/bodies/stored") == 2
+    entry = list(runtime.events.entries())[-1]
+    with BodyReader(bodies_folder(tmp_path, "shop")) as reader:  # the event has its body
+        assert reader.read(Pointer.parse(entry.fields["b"])).fetch_time == 3000.0
+    assert runtime.pages.get(URL, HOST).visits == 3  # landed once, after the body
 
 
 def test_404_then_410_is_one_removal_and_a_200_restores(runtime, tmp_path) -> None:

@@ -15,12 +15,13 @@ revisit was popped (``meta["webcrawl_page_stats"]``), following ``WEBCRAWL_BODY_
 - ``body``: the body's BLAKE2b differs from that of the page's last stored body (noise included:
   every load of a noisy page is stored).
 
-So a change event is never recorded without its body. The record's content hash (record mode)
+A body not stored then is stored when the landing asks for it (:meth:`BodyKeeper.store`): so a
+change event is never recorded without its body. The record's content hash (record mode)
 or the body hash (body mode) goes in the stored record's header.
 
 Stats: ``webcrawl/bodies/stored``, ``webcrawl/bodies/stored_bytes`` (uncompressed),
 ``webcrawl/bodies/disk_bytes`` (framed and compressed), ``webcrawl/bodies/skipped`` (unchanged),
-``webcrawl/bodies/late`` (stored after a landing found a change the pop did not foresee),
+``webcrawl/bodies/asked`` (stored when a landing found an event the pop did not foresee),
 ``webcrawl/bodies/truncated``, ``webcrawl/bodies/errors`` and ``webcrawl/bodies/errors/{kind}``.
 """
 
@@ -125,11 +126,10 @@ class BodyKeeper:
             return None
         return self._store(item, body, digest)
 
-    def late(self, item: PageItem) -> None:
-        """The landing found a change :meth:`before` did not foresee: store the body now."""
+    def store(self, item: PageItem) -> tuple[str, bytes] | None:
+        """Store the body now (the landing found an event :meth:`before` did not foresee)."""
         body = self._body(item)
-        if self._store(item, body, body_hash(body)) is not None:
-            self.stats.inc_value(STATS + "late")
+        return self._store(item, body, body_hash(body))
 
     def _store(self, item: PageItem, body: bytes, digest: str) -> tuple[str, bytes] | None:
         key = item.canonical_url or item.url

@@ -11,8 +11,10 @@ shard's event stream by the same step (docs/events.md). It waits for the answer 
 The body goes to the body store *before* the landing whenever the record looks changed against
 what the page's record said when its revisit was popped (or the page is not known to this
 fetch): an event is never recorded without its body, even when the process dies right after.
-Should the landing still find a change the pop did not foresee (another process landed the page
-meanwhile), the body is stored after it (``webcrawl/bodies/late``).
+A body not stored first goes with the pointer ``?``: should the landing find that the
+observation makes an event after all (another process landed the page meanwhile, or it comes
+back after a removal), it writes nothing and answers ``body``; the body is stored and the
+observation landed again (``webcrawl/bodies/asked``).
 
 The lifecycle (docs/events.md): a known page answering 404 or 410 lands operation "G"
 (``suspect`` at the first answer, ``removed`` once a confirmation fetch answers the same, then
@@ -41,6 +43,7 @@ from __future__ import annotations
 
 import json
 import logging
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -167,20 +170,27 @@ class RecordHashPipeline:
         tier = (kind.override_tier(url, item.record) or 0) if kind is not None else None
         billed = item.fetch.get("billed")
         typed = item.page_type is not None
-        stored = self.bodies.before(item) if self.bodies is not None and typed else None
-        event = await self._event_args(item, typed, stored)
-        op = observe_op(url, full=True, time=item.fetch_time, record_hash=item.content_hash,
-                        validators=(header(item.headers, "etag"), header(item.headers, "last-modified")),
-                        type_id=self.runtime.types.id(item.page_type), tier=tier, hub=not typed,
-                        change_age=self._change_age(item, host, trusted),
-                        billed=float(billed) if billed is not None else None, event=event)
-        reply = await self._land(host, op)
-        verdict = _text(reply[0])
+        keeping = self.bodies is not None and typed
+        stored = self.bodies.before(item) if keeping else None
+        event = await self._event_args(item, typed, stored, ask=keeping and stored is None)
+        while True:
+            op = observe_op(url, full=True, time=item.fetch_time, record_hash=item.content_hash,
+                            validators=(header(item.headers, "etag"), header(item.headers, "last-modified")),
+                            type_id=self.runtime.types.id(item.page_type), tier=tier, hub=not typed,
+                            change_age=self._change_age(item, host, trusted),
+                            billed=float(billed) if billed is not None else None, event=event)
+            reply = await self._land(host, op)
+            verdict = _text(reply[0])
+            if verdict != "body":
+                break
+            assert self.bodies is not None
+            self.stats.inc_value("webcrawl/bodies/asked")
+            stored = self.bodies.store(item)
+            event = replace(event, pointer=stored[0] if stored else "",
+                            body8=stored[1] if stored else b"")
         item.change = verdict if verdict in ("new", "changed", "unchanged") else "unchanged"  # type: ignore[assignment]
         self._count(item)
         self._event(item, host, reply)
-        if item.event is not None and stored is None and self.bodies is not None and typed:
-            self.bodies.late(item)
         news = _text(reply[2])
         if news:
             logger.info("sitemap lastmod of %s is now %s", host, news)
@@ -188,8 +198,8 @@ class RecordHashPipeline:
             self.evidence.judge(item, host)
         return item
 
-    async def _event_args(self, item: PageItem, typed: bool,
-                          stored: tuple[str, bytes] | None) -> EventArgs:
+    async def _event_args(self, item: PageItem, typed: bool, stored: tuple[str, bytes] | None,
+                          ask: bool) -> EventArgs:
         """What the landing needs to record the item's event; for a page that moved from another
         shard, that page's history first (given up there, in a landing of its own)."""
         volatile = self.fields.get(item.page_type or "", ((), frozenset()))[1]
@@ -206,7 +216,7 @@ class RecordHashPipeline:
         return EventArgs(
             site=item.site or self.site_name, page_type=item.page_type or "", url=item.url,
             status=item.status, record=encode_record(item.record) if typed else "",
-            volatile=tuple(sorted(volatile)), pointer=stored[0] if stored else "",
+            volatile=tuple(sorted(volatile)), pointer=stored[0] if stored else ("?" if ask else ""),
             body8=stored[1] if stored else b"",
             moved_from=(item.moved_from or "") if moved_host else "",
             moved_url=(item.moved_url or "") if moved_host else "", moved_host=moved_host,

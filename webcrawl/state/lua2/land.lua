@@ -8,7 +8,9 @@
 --   O url host kind(f|n) time hash set_validators etag last_modified type tier pkind(p|s|h)
 --     change_age billed EV
 --       -> verdict (new|changed|unchanged|none), interval, sitemap trust news, event kind, event
---          entry id, the entry's fields as JSON (lifecycle.lua)
+--          entry id, the entry's fields as JSON (lifecycle.lua); 'body' alone, having written
+--          nothing, when the body pointer is '?' (not stored yet) and the observation would
+--          make an event: the caller stores the body and lands the observation again
 --   G url host time billed EV -> suspect|removed|gone|'', '', '', event kind, entry id, entry JSON
 --   Y url host             -> packed record, latest record of a moved page, now retired ('' if none)
 --   T url host             -> '1' when the page is now due at once (a known change it follows)
@@ -87,6 +89,15 @@ local function observe(url, host, kind, time, hash, set_v, etag, lm, ptype, tier
   local raw = redis.call('HGET', K.pages, url)
   local r = rec_read(raw)
   local known = raw and true or false
+  if e.pointer == '?' then
+    -- The body is not stored yet: an observation that makes an event waits for it (nothing is
+    -- written; the caller stores the body and lands again), so no event lacks its body.
+    if kind == 'f' and (e.moved_from ~= '' or not known or r.state == REMOVED or r.hash ~= hash)
+        and not (known and r.state == MOVED) then
+      return 'body'
+    end
+    e.pointer = ''
+  end
   local mover = take_moved(e)
   if known and r.state == MOVED and not mover then
     return 'none'  -- its history lives at the URL it moved to
