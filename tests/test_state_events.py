@@ -271,3 +271,18 @@ def test_reading_since_a_time_keeps_events_detected_from_then(state: State) -> N
     for t in (100.0, 200.0, 300.0):
         state.fetch(A, {"price": str(t)}, t)
     assert [e["detected_at"] for e in state.log.events(since=200.0)] == [200.0, 300.0]
+
+
+def test_a_hub_is_due_before_the_pages_of_its_host(state: State) -> None:
+    """Hubs find new pages: like sitemaps, they are read on time on a host that lags behind its
+    revisits (due members of class 0)."""
+    from webcrawl.state.pagestore import observe_op as op
+
+    hub = f"http://{HOST}/category/lamps/"
+    state.fetch(A, {"price": "1"}, 100.0)
+    state.land(HOST, op(hub, full=True, time=100.0, record_hash="aa" * 16, hub=True))
+    now = state.server_time()
+    state.land(HOST, interval_op(A, 1.0, due_at=now - 50))
+    state.land(HOST, interval_op(hub, 1.0, due_at=now - 10))
+    first = state.client.zrange(state.layout.all_shards[0].due, 0, 0)[0]
+    assert first.endswith(b"\0h" + hub.encode())  # before A, due 40 s earlier

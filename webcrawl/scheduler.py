@@ -504,7 +504,7 @@ class ReadyQueueScheduler(BaseScheduler):
                                  item.item)
                 self.stats.inc_value("scheduler/undecodable")
                 return None
-        kind, url = item.item[:1], item.item[1:]
+        kind, url = item.item[:1], item.item[1:]  # s: sitemap, h: hub, p: page
         record = records.unpack(item.record) if item.record else None
         page_type = self._type_name(record.type) if record is not None else None
         meta: dict[str, Any] = {

@@ -39,6 +39,7 @@ from scrapy.utils.httpobj import urlparse_cached
 from webcrawl import meta as M
 from webcrawl.config import DEFAULT_PRIOR, configured_prior
 from webcrawl.revisit import GammaPrior, Objective
+from webcrawl.revisit.priority import BANDS, STEPS_PER_DECADE, band_for, scrapy_priority
 from webcrawl.runtime import CrawlRuntime
 
 if TYPE_CHECKING:
@@ -54,35 +55,9 @@ __all__ = ["BANDS", "STEPS_PER_DECADE", "TIER_VALUES", "PriorityMiddleware", "ba
            "scrapy_priority"]
 
 STATS = "webcrawl/priority/"
+_REFRESH_SECONDS = 5.0
 #: Site tiers (1 low .. 4 critical) as values: about 3x a level, like the model's default tiers.
 TIER_VALUES: dict[int, float] = {1: 1.0, 2: 3.0, 3: 10.0, 4: 30.0}
-STEPS_PER_DECADE = 100  # priorities 2.3% apart in score are still ordered
-_HALF_SPAN = 2000  # scores from 1e-20 to 1e20 keep their order inside a band
-#: The integer priority band of each kind of request, best first.
-BANDS: dict[str, int] = {"robots": 30_000, "sitemap": 20_000, "newly_listed": 5_000,
-                         "known": 10_000, "discovery": 0}
-_REFRESH_SECONDS = 5.0
-
-
-def band_for(purpose: str, known: bool = False, newly_listed: bool = False) -> int:
-    """The band of a request: robots.txt and sitemaps by purpose, then URLs a page or sitemap
-    read again lists for the first time (new pages, found within a reading's time), then pages."""
-    if purpose in ("robots", "sitemap"):
-        return BANDS[purpose]
-    if newly_listed and not known:
-        return BANDS["newly_listed"]
-    return BANDS["known"] if known else BANDS["discovery"]
-
-
-def scrapy_priority(score: float, band: int = 0) -> int:
-    """Scrapy's integer ``Request.priority`` for a ``value * gain / cost`` score: monotone
-    (non-decreasing) in the score, inside ``band +- 2001``; a zero score is the band's lowest."""
-    if not score > 0:
-        return band - _HALF_SPAN - 1
-    steps = round(STEPS_PER_DECADE * math.log10(score)) if math.isfinite(score) else _HALF_SPAN
-    return band + max(-_HALF_SPAN, min(_HALF_SPAN, steps))
-
-
 class PriorityMiddleware(BaseSpiderMiddleware):
     """Purpose, page type, expected cost and priority on every request (module docstring)."""
 

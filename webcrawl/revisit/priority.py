@@ -6,6 +6,7 @@ are enough), optionally overridden by a URL rule or by a field of the extracted 
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -13,6 +14,40 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
+
+# -- Scrapy's integer priorities: bands by kind of request, scores ordered inside a band ---------
+
+STEPS_PER_DECADE = 100  # priorities 2.3% apart in score are still ordered
+_HALF_SPAN = 2000  # scores from 1e-20 to 1e20 keep their order inside a band
+#: The integer priority band of each kind of request, best first (a request derived from a known
+#: page's revisit, such as the redirect of a page that moved, goes before every new URL).
+BANDS: dict[str, int] = {"robots": 30_000, "sitemap": 20_000, "newly_listed": 5_000,
+                         "known": 10_000, "discovery": 0}
+
+
+def band_for(purpose: str, known: bool = False, newly_listed: bool = False) -> int:
+    """The band of a request: robots.txt and sitemaps by purpose, then URLs a page or sitemap
+    read again lists for the first time (new pages, found within a reading's time), then pages."""
+    if purpose in ("robots", "sitemap"):
+        return BANDS[purpose]
+    if newly_listed and not known:
+        return BANDS["newly_listed"]
+    return BANDS["known"] if known else BANDS["discovery"]
+
+
+def scrapy_priority(score: float, band: int = 0) -> int:
+    """Scrapy's integer ``Request.priority`` for a ``value * gain / cost`` score: monotone
+    (non-decreasing) in the score, inside ``band +- 2001``; a zero score is the band's lowest."""
+    if not score > 0:
+        return band - _HALF_SPAN - 1
+    steps = round(STEPS_PER_DECADE * math.log10(score)) if math.isfinite(score) else _HALF_SPAN
+    return band + max(-_HALF_SPAN, min(_HALF_SPAN, steps))
+
+
+#: Scrapy's priority of a known page's revisit: the top of the known pages' band, so what its
+#: answer leads to (a redirect, kept at this priority + 2) is fetched before any new URL.
+REVISIT_PRIORITY = BANDS["known"] + _HALF_SPAN
+
 
 #: Default tier values: a ratio of 10 between the best and the worst is what "tiers" usually mean.
 DEFAULT_TIERS: Mapping[str, float] = {"high": 10.0, "medium": 3.0, "low": 1.0}

@@ -64,6 +64,7 @@ from webcrawl import meta as M
 from webcrawl.config import StateConfig
 from webcrawl.items import ListingItem, PageItem
 from webcrawl.parse import PageParser, ParseResult, rules_for_site
+from webcrawl.revisit.priority import REVISIT_PRIORITY
 from webcrawl.sites import SiteConfig
 from webcrawl.spiders._feed import Feed
 from webcrawl.spiders._refusals import Refusals
@@ -246,7 +247,10 @@ class SiteSpider(scrapy.Spider):
             return self._sitemap_request(url, 0, known=True, meta=meta)
         meta = dict(meta or {})
         meta.setdefault("handle_httpstatus_list", GONE_STATUSES)
-        return scrapy.Request(url, callback=self.parse, dont_filter=True, meta=meta)
+        # Already popped: its priority orders only what its answer leads to (the redirect of a
+        # page that moved), which must go before the new URLs a listing shows.
+        return scrapy.Request(url, callback=self.parse, dont_filter=True, meta=meta,
+                              priority=REVISIT_PRIORITY)
 
     # -- pages ----------------------------------------------------------------------------------------
 

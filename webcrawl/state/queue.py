@@ -11,7 +11,7 @@ anyone (:meth:`CrawlQueue.reclaim_expired`), so a crash loses nothing and a stal
 cannot release work that was reclaimed and handed to another.
 
 Request payloads are JSON (:mod:`webcrawl.requestcodec`), never pickle. Revisits are only a URL
-and a kind (page or sitemap); the caller builds their request.
+and a kind (page, hub or sitemap); the caller builds their request.
 """
 
 from __future__ import annotations

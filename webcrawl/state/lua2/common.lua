@@ -16,10 +16,11 @@ local function host_count(key, host)
   return redis.call('ZLEXCOUNT', key, '[' .. host .. '\0', '(' .. host .. '\1')
 end
 
--- Due members sort by host, then class ('0': sitemaps, read on time even on a host that lags
--- behind its revisits, since they find new pages; '1': pages), then due time.
+-- Due members sort by host, then class ('0': sitemaps and hubs, read on time even on a host that
+-- lags behind its revisits, since they find new pages; '1': pages), then due time. Kinds: 's'
+-- sitemap, 'h' hub (a page without a page type read for the typed pages it links), 'p' page.
 local function due_member(host, due, kind, url)
-  local class = kind == 's' and '0' or '1'
+  local class = (kind == 's' or kind == 'h') and '0' or '1'
   return host .. '\0' .. class .. string.format('%013d', math.floor(due * 1000 + 0.5)) .. '\0' .. kind .. url
 end
 

@@ -121,7 +121,12 @@ local function observe(url, host, kind, time, hash, set_v, etag, lm, ptype, tier
   end
   if ptype > 0 then r.type = ptype end
   if tier >= 0 then r.tier = tier end
+  local before = member_kind(r)
   if pkind == 's' then r.kind = KIND_SITEMAP elseif pkind == 'h' then r.kind = KIND_HUB end
+  if member_kind(r) ~= before and r.due > 0 then  -- its due member changes class: drop the old one
+    redis.call('ZREM', K.due, due_member(host, r.due, before, url))
+    r.due = 0
+  end
   local verdict, interval = 'none', nil
   if kind == 'n' then r.not_modified = r.not_modified + 1 end
   if not known then

@@ -26,7 +26,10 @@ local now = server_now()
 local out = {}
 local rescored = {}
 
-local function member_kind(r) return r.kind == KIND_SITEMAP and 's' or 'p' end
+local function member_kind(r)
+  if r.kind == KIND_SITEMAP then return 's' end
+  return r.kind == KIND_HUB and 'h' or 'p'
+end
 
 local function reschedule(r, url, host, due)
   -- r.due is the due member's time while the page is queued, -1 in flight, 0 unscheduled.
