@@ -48,6 +48,11 @@ DEFAULTS: dict[str, Any] = {
     "WEBCRAWL_EVENTS_RETENTION_SECONDS": 7 * 86_400.0,
     "WEBCRAWL_REMOVAL_CONFIRM_SECONDS": 300.0,
     "WEBCRAWL_REMOVED_PROBE_SECONDS": 86_400.0,
+    # The local copy in a database (docs/database.md): on by default (SQLite in the data folder);
+    # the check log entries each shard of the crawl state keeps at most until the writer takes
+    # them (a database gone for long: past this, the oldest checks are lost, with a warning).
+    "WEBCRAWL_DATABASE_ENABLED": True,
+    "WEBCRAWL_DATABASE_CHECKS_KEPT": 1_000_000,
 }
 
 #: Shards of a crawl on a Redis Cluster when WEBCRAWL_SHARDS is "auto": enough to spread over a
@@ -101,6 +106,8 @@ class StateConfig:
     events_retention: float = DEFAULTS["WEBCRAWL_EVENTS_RETENTION_SECONDS"]
     removal_confirm: float = DEFAULTS["WEBCRAWL_REMOVAL_CONFIRM_SECONDS"]
     removed_probe: float = DEFAULTS["WEBCRAWL_REMOVED_PROBE_SECONDS"]
+    database: bool = DEFAULTS["WEBCRAWL_DATABASE_ENABLED"]
+    checks_kept: int = DEFAULTS["WEBCRAWL_DATABASE_CHECKS_KEPT"]
 
     def shards_for(self, cluster: bool) -> int:
         """The number of shards: the setting, or by default 1 on a single server and
@@ -156,6 +163,8 @@ class StateConfig:
             events_retention=_number(settings, "WEBCRAWL_EVENTS_RETENTION_SECONDS", minimum=60),
             removal_confirm=_number(settings, "WEBCRAWL_REMOVAL_CONFIRM_SECONDS", minimum=0),
             removed_probe=_number(settings, "WEBCRAWL_REMOVED_PROBE_SECONDS", minimum=1),
+            database=settings.getbool("WEBCRAWL_DATABASE_ENABLED", DEFAULTS["WEBCRAWL_DATABASE_ENABLED"]),
+            checks_kept=_number(settings, "WEBCRAWL_DATABASE_CHECKS_KEPT", minimum=1000, integer=True),
         )
 
 

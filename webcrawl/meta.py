@@ -8,6 +8,7 @@
 | ``webcrawl_known`` | scheduler | True: a revisit of a known page, popped from its host's due queue |
 | ``webcrawl_newly_listed`` | spider | True: a URL first listed by a page or sitemap read again (likely a new page: fetched before other new URLs) |
 | ``webcrawl_links`` | scheduler | a listing page's or hub's typed links at its latest reading, when popped (the spider rechecks those it no longer shows) |
+| ``webcrawl_hub_candidate`` | spider | True: a page without a page type linked from a hub or a seed (likely a hub itself: found before other new pages without one) |
 | ``webcrawl_recheck`` | spider | True: a known page a listing page or hub stopped showing, fetched at once to see whether it died or moved |
 | ``webcrawl_lease`` | scheduler | the lease of a request popped from the crawl's queue (absent: it did not come from there) |
 | ``webcrawl_validators`` | scheduler | ``[etag, last_modified]`` stored for a known page, read when it was popped |
@@ -35,6 +36,7 @@ KNOWN = "webcrawl_known"
 NEWLY_LISTED = "webcrawl_newly_listed"
 LINKS = "webcrawl_links"
 RECHECK = "webcrawl_recheck"
+HUB_CANDIDATE = "webcrawl_hub_candidate"
 LEASE = "webcrawl_lease"
 VALIDATORS = "webcrawl_validators"
 PAGE_STATS = "webcrawl_page_stats"

@@ -130,7 +130,8 @@ class CrawlRuntime:
                          self.sitemap_trust.max_disagreement_rate, self.sitemap_trust.memory,
                          events_retention_seconds=self.config.events_retention,
                          removal_confirm_seconds=self.config.removal_confirm,
-                         removed_probe_seconds=self.config.removed_probe),
+                         removed_probe_seconds=self.config.removed_probe,
+                         checks_kept=self.config.checks_kept if self.config.database else 0),
             bloom_slices=self.bloom.num_slices,
             schedule=lambda f: self._flush_soon())
         self._flush_call: Any = None

@@ -78,6 +78,8 @@ EXTENSIONS = {
     "webcrawl.extensions.stop.BoundedStop": 530,
     # A consumer of the change events falling behind their retention: a stat and a warning.
     "webcrawl.extensions.eventwatch.EventLagWatch": 540,
+    # The local copy in a database, written from the crawl state off the reactor thread.
+    "webcrawl.extensions.database.DatabaseExtension": 550,
 }
 # Scrapy's remote control extension and cookies middleware are imported only when their settings
 # turn them on (webcrawl.optional; off, their imports cost start-up 0.14 s). Scrapy imports every

@@ -10,19 +10,25 @@ a kill -9 is completed with ``scrapy events <site> --since <its last detected_at
 (events already in the file come again; their ``event_id`` tells them apart).
 
 The crawl holding the site is the site's own (``scrapy crawl <site>``) unless ``--crawl`` or
-``WEBCRAWL_CRAWL_NAME`` names another. Events are kept ``WEBCRAWL_EVENTS_RETENTION_SECONDS``
-(7 days). Mistakes end with one ``scrapy: error:`` line and exit status 2.
+``WEBCRAWL_CRAWL_NAME`` names another. The crawl state keeps events
+``WEBCRAWL_EVENTS_RETENTION_SECONDS`` (7 days); older ones come from the crawl's database
+(docs/database.md) when there is one. Mistakes end with one ``scrapy: error:`` line and exit
+status 2.
 """
 
 from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Iterator
+from itertools import chain
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from scrapy.commands import ScrapyCommand
 
 from webcrawl.change.events import KINDS
+from webcrawl.commands._database import command_database, database_url_of
 from webcrawl.commands._errors import fail
 from webcrawl.commands._oneshot import command_redis
 from webcrawl.commands._times import parse_time
@@ -58,6 +64,21 @@ def write_events(events: Any, out: TextIO, *, site: str | None = None,
         out.write(json.dumps(event, ensure_ascii=False, sort_keys=False) + "\n")
         written += 1
     return written
+
+
+def _older(settings: Any, site: str, since: float | None, log: EventLog) -> Iterator[dict[str, Any]]:
+    """The events the database keeps from ``since`` until the crawl state's oldest kept one
+    (none when there is no database)."""
+    url = database_url_of(settings)
+    if "://" not in url and not Path(url).exists():
+        return
+    first = next(log.events(), None)
+    until = first["detected_at"] if first is not None else None
+    from webcrawl.database.queries import events_since
+
+    with command_database(settings) as db, db.transaction() as tx:
+        kept = list(events_since(tx, site, since, until))
+    yield from kept
 
 
 class Command(ScrapyCommand):
@@ -98,7 +119,8 @@ class Command(ScrapyCommand):
                 known = known_crawls(state.client)
                 fail(f"no crawl {crawl!r} in {state.where}",
                      f"crawls there: {', '.join(known)}" if known else "no crawl has run there yet")
-            events = EventLog(state.client, layout).events(since)
+            log = EventLog(state.client, layout)
+            events = chain(_older(self.settings, site, since, log), log.events(since))
             path = opts.output or opts.overwrite_output
             if path is None:
                 try:

@@ -12,7 +12,7 @@ expects to spend on what. The split, per second of budget ``R``:
   earned trust), then listing pages, seeds and hubs (pages without a page type that link typed
   pages), sharing ``reserve.detectors`` in proportion to the square root of each one's estimated
   change rate over its cost (what minimises the time a change waits to be seen, for a given
-  spend), each read at least every two cycles;
+  spend), each read at least once a cycle (a page born there is found within about a cycle);
 - pages removed (confirmed 404/410) or moved (their history went to their new URL) are not
   planned: the crawl state probes removed ones on its own schedule;
 - verification: a uniform random sample of known pages made due now, ``reserve.verification``;
@@ -55,8 +55,8 @@ UTILISATION = 1.0
 #: backlog in about DISCOVERY_SECONDS (half a cycle when cycles are shorter).
 DISCOVERY_MAX = 0.8
 DISCOVERY_SECONDS = 30.0
-#: Listing pages and seeds are read at least once in this many cycles (new pages appear there).
-DETECTOR_MAX_CYCLES = 2
+#: Listing pages, hubs and seeds are read at least once in this many cycles (new pages appear there).
+DETECTOR_MAX_CYCLES = 1
 #: Share of a page's changes a listing's summary shows (price, stock: not every field).
 LISTED_SHARE = 0.5
 LAG_SAMPLES = 5  #: followed changes a host's measured detection lag needs

@@ -178,7 +178,8 @@ class ConditionalRequestMiddleware:
         site = self.runtime.site
         # A 304 of a removed page shows it is there again: its "restored" event needs these.
         event = EventArgs(site=site.name if site is not None else self.runtime.spider_name,
-                          page_type=page_type or "", url=request.url, status=304)
+                          page_type=page_type or "", url=request.url, status=304,
+                          wire_bytes=request.meta.get(M.WIRE_BYTES))
         self.runtime.batch.land(host, observe_op(
             canonical, full=False, time=now, type_id=self.runtime.types.id(page_type),
             billed=float(billed) if billed is not None else None, event=event))

@@ -17,6 +17,11 @@ page's record: only a page's own fetches price its revisits), and booked in the 
 ledger (``booked``, ``spent:<purpose>``, ``fetches:<page type>``, ``cost:<page type>``), all through
 the turn's write batch: no Redis round trip of its own.
 
+A fetch of a page (a request with a page type) that lands no observation is logged as a check
+of its own (land operation "C"; docs/database.md): outcome ``redirected`` for a redirect (3xx but
+304), ``error`` for an answer of 400 or more (but the 404 or 410 of a known page, which the
+record-hash pipeline lands) or a timeout or connection error.
+
 It also keeps the cycle's findings for the report: each page's verdict (``new``, ``changed``,
 ``unchanged``) from the record-hash pipeline, read off the ``item_scraped`` / ``item_dropped``
 signals, and ``unchanged`` for a 304 to our validators.
@@ -66,6 +71,7 @@ from webcrawl.items import ChangeEvent, PageItem
 from webcrawl.revisit import BillingModel
 from webcrawl.runtime import CrawlRuntime
 from webcrawl.state.hosts import attempt_op
+from webcrawl.state.pagestore import EventArgs, check_op
 from webcrawl.wire import request_wire_bytes, wire_bytes
 
 if TYPE_CHECKING:
@@ -175,16 +181,34 @@ class CostHealthMiddleware:
             self._book({f"unchanged:{self._page_type(request) or '-'}": 1.0})
         retry_after = retry_after_seconds(response.headers, self.runtime.clock.time()) if bad else None
         self._health(request, ok=not bad, reason=str(response.status), retry_after=retry_after)
+        if response.status >= 400 and not (response.status in (404, 410) and request.meta.get(M.KNOWN)):
+            self._check(request, response.status, "error", billed, wire)
+        elif 300 <= response.status < 400 and response.status != 304:
+            self._check(request, response.status, "redirected", billed, wire)
         return response
 
     def process_exception(self, request: Request, exception: BaseException) -> None:
         if not isinstance(exception, NETWORK_ERRORS):
             return  # IgnoreRequest and friends: nothing went over the wire
         wire = 0 if isinstance(exception, NO_CONNECTION) else request_wire_bytes(request)
-        self._measure(request, "failed", wire)
+        billed = self._measure(request, "failed", wire)
         self._health(request, ok=False,
                      reason="timeout" if isinstance(exception, TIMEOUTS) else "connection",
                      retry_after=None)
+        self._check(request, 0, "error", billed, wire)
+
+    def _check(self, request: Request, status: int, outcome: str, billed: float, wire: int) -> None:
+        """Log a fetch of a page that lands no observation as a check (module docstring)."""
+        page_type = self._page_type(request)
+        host = urlparse_cached(request).hostname
+        if page_type is None or not host:
+            return
+        canonical = request.meta.get(M.CANONICAL_URL) or self.runtime.canonical(request.url) or request.url
+        site = self.site.name if self.site is not None else self.runtime.spider_name
+        event = EventArgs(site=site, page_type=page_type, url=request.url, status=status,
+                          wire_bytes=wire)
+        self.runtime.batch.land(host, check_op(canonical, time=self.runtime.clock.time(),
+                                               outcome=outcome, billed=billed, event=event))
 
     # -- measurement -------------------------------------------------------------------------
 

@@ -110,7 +110,8 @@ class PriorityMiddleware(BaseSpiderMiddleware):
         meta[M.EXPECTED_COST] = cost
         meta[M.PRIORITY] = score
         request.priority = scrapy_priority(score, band_for(purpose, bool(meta.get(M.KNOWN)),
-                                                           bool(meta.get(M.NEWLY_LISTED))))
+                                                           bool(meta.get(M.NEWLY_LISTED)),
+                                                           bool(meta.get(M.HUB_CANDIDATE))))
         return request
 
     def _purpose(self, request: Request) -> str:

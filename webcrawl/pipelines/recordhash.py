@@ -220,14 +220,15 @@ class RecordHashPipeline:
             body8=stored[1] if stored else b"",
             moved_from=(item.moved_from or "") if moved_host else "",
             moved_url=(item.moved_url or "") if moved_host else "", moved_host=moved_host,
-            inherit=inherit, inherit_record=inherit_record, links=item.links)
+            inherit=inherit, inherit_record=inherit_record, links=item.links,
+            wire_bytes=item.fetch.get("wire_bytes"))
 
     async def _gone(self, item: PageItem) -> PageItem:
         """A known page answered 404 or 410 (module docstring)."""
         host = _host(item.url)
         billed = item.fetch.get("billed")
         event = EventArgs(site=item.site or self.site_name, page_type=item.page_type or "",
-                          url=item.url, status=item.status)
+                          url=item.url, status=item.status, wire_bytes=item.fetch.get("wire_bytes"))
         reply = await self._land(host, gone_op(item.canonical_url or item.url, time=item.fetch_time,
                                                billed=float(billed) if billed is not None else None,
                                                event=event))

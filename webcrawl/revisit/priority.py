@@ -25,12 +25,14 @@ BANDS: dict[str, int] = {"robots": 30_000, "sitemap": 20_000, "newly_listed": 5_
                          "known": 10_000, "discovery": 0}
 
 
-def band_for(purpose: str, known: bool = False, newly_listed: bool = False) -> int:
+def band_for(purpose: str, known: bool = False, newly_listed: bool = False,
+             hub_candidate: bool = False) -> int:
     """The band of a request: robots.txt and sitemaps by purpose, then URLs a page or sitemap
-    read again lists for the first time (new pages, found within a reading's time), then pages."""
+    read again lists for the first time (new pages, found within a reading's time) and pages
+    without a page type a hub or seed links (likely hubs: they lead to new pages), then pages."""
     if purpose in ("robots", "sitemap"):
         return BANDS[purpose]
-    if newly_listed and not known:
+    if (newly_listed or hub_candidate) and not known:
         return BANDS["newly_listed"]
     return BANDS["known"] if known else BANDS["discovery"]
 

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from webcrawl import meta as M
 from webcrawl.runtime import CrawlRuntime
-from webcrawl.state.pagestore import lastmod_op, observe_op
+from webcrawl.state.pagestore import EventArgs, lastmod_op, observe_op
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -35,8 +35,11 @@ class SitemapSignals:
         mode = self.site.trust.for_host(host).sitemaps
         self.runtime.batch.land(host, lastmod_op(url, lastmod, read_at, mode))
 
-    def sitemap_read(self, url: str, host: str, response: Response, digest: str) -> None:
+    def sitemap_read(self, url: str, host: str, response: Response, digest: str,
+                     shown: tuple[str, ...] = ()) -> None:
+        """A sitemap's reading, landed like a page's fetch (its entries' hash as its record);
+        ``shown``: the typed pages it lists, kept for its next reading's rechecks."""
         billed: Any = response.meta.get(M.BILLED)
         self.runtime.batch.land(host, observe_op(
             url, full=True, time=self.now(), record_hash=digest, sitemap=True,
-            billed=float(billed) if billed is not None else None))
+            billed=float(billed) if billed is not None else None, event=EventArgs(links=shown)))

@@ -30,7 +30,8 @@ Contract (docs/spider.md):
 - A page without a page type is a *hub* item when it is a seed or links pages that have one:
   its record is the sorted list of those links, so it is read again as often as they change
   (new pages appear there) and no event is made of it.
-- A *lister* (a hub, a page whose type has listing rules, a seed) read again compares the typed
+- A *lister* (a hub, a page whose type has listing rules, a seed, a sitemap of at most
+  ``MAX_KEPT_LINKS`` typed pages) read again compares the typed
   pages it shows with those it showed last time (``meta["webcrawl_links"]``, kept in the crawl
   state): each known page it no longer shows is fetched at once (``meta["webcrawl_recheck"]``,
   in the known pages' priority band, so before the pages it newly shows), to see whether it
@@ -95,6 +96,8 @@ GONE_STATUSES = [404, 410]
 PERMANENT_REDIRECTS = frozenset((301, 308))
 #: Known pages a lister's reading rechecks at most (those it stopped showing).
 MAX_RECHECKS = 20
+#: Typed pages a sitemap may list and still be kept for its next reading's rechecks.
+MAX_KEPT_LINKS = 10_000
 #: Sitemap indexes pointing at indexes: deeper levels are counted and not fetched.
 MAX_SITEMAP_NESTING = 3
 PARSE = "webcrawl/parse/"
@@ -134,6 +137,7 @@ class SiteSpider(scrapy.Spider):
         self._keys: dict[tuple[str, str | None], str] = {}
         self._seeds: frozenset[str] = frozenset()
         self._listing_types: frozenset[str] = frozenset()
+        self._lister: tuple[ParseResult, tuple[str, ...] | None] | None = None
         if self.parser is not None and self.site is not None:
             canonical = self.parser.canonicalizer.canonical
             self._seeds = frozenset(canonical(u) or u for u in self.site.seeds)
@@ -176,7 +180,8 @@ class SiteSpider(scrapy.Spider):
             yield self._sitemap_request(url, 0)
 
     def _page_request(self, url: str, lastmod: float | None = None,
-                      depth_reset: bool = False, reread: bool = False) -> scrapy.Request | None:
+                      depth_reset: bool = False, reread: bool = False,
+                      from_lister: bool = False) -> scrapy.Request | None:
         """A discovery request for the canonical ``url``, or ``None`` when this process already
         asked for it (a sitemap's date for it is noted apart, see :meth:`parse_sitemap`)."""
         requested = self._requested
@@ -196,6 +201,8 @@ class SiteSpider(scrapy.Spider):
             meta["depth_reset"] = True  # sitemap entries count as depth 0, like seeds
         if reread:
             meta[M.NEWLY_LISTED] = True  # listed by a page read before: likely a new page
+        if from_lister and page_type is None:
+            meta[M.HUB_CANDIDATE] = True  # untyped and linked from a hub or seed: likely a hub
         self._inc(SPIDER + "requests/discovery")
         return scrapy.Request(url, callback=self.parse, errback=self.request_failed, meta=meta)
 
@@ -272,9 +279,10 @@ class SiteSpider(scrapy.Spider):
         stats.inc_value(self._keyed(PARSE + "page_type/", result.page_type))
         requested, new = self._requested, 0
         reread = bool(response.meta.get(M.KNOWN))
+        shown = self._lister_links(result)
         for url in result.links:
             if url not in requested:
-                request = self._page_request(url, reread=reread)
+                request = self._page_request(url, reread=reread, from_lister=shown is not None)
                 if request is not None:
                     new += 1
                     yield request
@@ -282,8 +290,7 @@ class SiteSpider(scrapy.Spider):
             stats.inc_value(SPIDER + "links/known", len(result.links) - new)
         before = response.meta.get(M.LINKS)
         if before and reread:
-            shown = self._lister_links(result) or ()
-            yield from self._rechecks(set(before).difference(shown))
+            yield from self._rechecks(set(before).difference(shown or ()))
         yield from self.page_items(response, result, fetch_time)
 
     def page_items(self, response: Response, result: ParseResult, fetch_time: float) -> Iterator[Any]:
@@ -349,7 +356,15 @@ class SiteSpider(scrapy.Spider):
 
     def _lister_links(self, result: ParseResult) -> tuple[str, ...] | None:
         """The typed pages a lister shows (sorted): a hub (a page without a page type linking at
-        least one), a page whose type has listing rules, a seed; ``None`` for other pages."""
+        least one), a page whose type has listing rules, a seed; ``None`` for other pages. Kept
+        for the page just parsed (``parse`` and ``page_items`` both ask)."""
+        if self._lister is not None and self._lister[0] is result:
+            return self._lister[1]
+        shown = self._find_lister_links(result)
+        self._lister = (result, shown)
+        return shown
+
+    def _find_lister_links(self, result: ParseResult) -> tuple[str, ...] | None:
         assert self.parser is not None
         rules = self.parser.rules
         seed = result.url in self._seeds
@@ -397,7 +412,6 @@ class SiteSpider(scrapy.Spider):
             logger.warning("Ignoring sitemap %s: %s", response.url, error)
             return
         self._inc(f"{SITEMAP}{document.kind}")
-        self._note_sitemap(response, document)
         if document.gzipped:
             self._inc(SITEMAP + "gzip")
         if document.invalid_lastmod:
@@ -411,9 +425,12 @@ class SiteSpider(scrapy.Spider):
                     self._inc(SITEMAP + "filtered/nesting")
                 else:
                     yield self._sitemap_request(url, level + 1)
+            self._note_sitemap(response, document, ())
             return
         read_at = self._signals.now() if self._signals is not None else time.time()
         reread = bool(response.meta.get(M.KNOWN))
+        rules = parser.rules
+        typed: list[str] = []
         for loc, lastmod in document.entries:
             self._inc(SITEMAP + "urls")
             url = parser.canonicalizer.canonical(loc)
@@ -422,6 +439,8 @@ class SiteSpider(scrapy.Spider):
                 self._inc(f"{SITEMAP}filtered/{reason}")
                 continue
             assert url is not None
+            if rules.page_type(url) is not None:
+                typed.append(url)
             if lastmod is not None:
                 self._inc(SITEMAP + "lastmod")
                 if self._signals is not None:
@@ -429,15 +448,22 @@ class SiteSpider(scrapy.Spider):
             request = self._page_request(url, lastmod, depth_reset=True, reread=reread)
             if request is not None:
                 yield request
+        shown = tuple(sorted(set(typed))) if len(typed) <= MAX_KEPT_LINKS else ()
+        before = response.meta.get(M.LINKS)
+        if before and reread and shown:
+            yield from self._rechecks(set(before).difference(shown))
+        self._note_sitemap(response, document, shown)
 
-    def _note_sitemap(self, response: Response, document: Any) -> None:
-        """Record this reading of the sitemap like a page's fetch: its entries are its record."""
+    def _note_sitemap(self, response: Response, document: Any, shown: tuple[str, ...]) -> None:
+        """Record this reading of the sitemap like a page's fetch: its entries are its record;
+        the typed pages it lists are kept for its next reading's rechecks (``shown``; none past
+        ``MAX_KEPT_LINKS``)."""
         if self._signals is None:
             return
         entries = "\n".join(f"{loc} {lastmod or ''}" for loc, lastmod in document.entries)
         url = response.meta.get("webcrawl_canonical_url") or response.url
         self._signals.sitemap_read(url, _host(url), response, hashlib.blake2b(
-            entries.encode("utf-8", "surrogateescape"), digest_size=16).hexdigest())
+            entries.encode("utf-8", "surrogateescape"), digest_size=16).hexdigest(), shown)
 
     def _inc(self, key: str, count: int = 1) -> None:
         stats = self.crawler.stats

@@ -47,9 +47,9 @@ Callback = Callable[[list[Any]], None]
 Done = Callable[[redis.RedisError | None, list[list[Any]]], None]
 #: Arguments each land operation takes besides its code and host (see lua2/land.lua). Page
 #: operations take the page's URL first and the host second; host operations the host first.
-ARITY = {"O": 26, "G": 17, "Y": 1, "T": 1, "I": 4, "L": 3, "M": 4, "R": 2, "A": 6, "F": 1, "D": 1,
+ARITY = {"O": 27, "G": 18, "C": 19, "Y": 1, "T": 1, "I": 4, "L": 3, "M": 4, "R": 2, "A": 6, "F": 1, "D": 1,
          "V": 6}
-PAGE_OPS = frozenset("OGYTILMR")
+PAGE_OPS = frozenset("OGCYTILMR")
 #: Values each land operation answers (lua2/land_head.lua's REPLY_WIDTH).
 REPLY_WIDTH = 8
 
@@ -66,6 +66,8 @@ class LandSettings:
     events_retention_seconds: float = 7 * 86400.0
     removal_confirm_seconds: float = 300.0
     removed_probe_seconds: float = 86400.0
+    #: Check-log entries each shard keeps at most (0: no check log: no database takes it).
+    checks_kept: int = 0
 
 
 @dataclass
@@ -187,7 +189,7 @@ class WriteBatch:
         head = [OP_TTL_SECONDS, s.default_delay, s.sitemap_min_agreements,
                 s.sitemap_max_disagreement_rate, s.sitemap_memory, repr(float(self.not_before)),
                 repr(float(s.events_retention_seconds)), repr(float(s.removal_confirm_seconds)),
-                repr(float(s.removed_probe_seconds))]
+                repr(float(s.removed_probe_seconds)), int(s.checks_kept)]
         for index, work in shards.items():
             keys = self.layout.all_shards[index]
             # Lands first: a pipeline is not atomic, and another process's pop between a push and

@@ -37,6 +37,7 @@ Shard keys (``webcrawl:{<crawl>:<k>}:`` + name):
 | ``dirty`` | set | pages whose record changed since the allocator last read it |
 | ``records`` | hash | url -> the typed page's latest record (compact JSON): the ``previous`` of its next change event |
 | ``links`` | hash | url -> the typed pages a listing page or hub showed at its latest reading (sorted, one a line): what its next reading compares with |
+| ``checks`` | stream | every observation of a page (the check log), until the database writer takes it (at most about ``WEBCRAWL_DATABASE_CHECKS_KEPT``) |
 | ``events`` | stream | change events (:mod:`webcrawl.state.eventlog`), kept ``WEBCRAWL_EVENTS_RETENTION_SECONDS`` |
 | ``op:<id>`` | string | answer of a script call, kept a while so a retry has no second effect |
 
@@ -112,7 +113,7 @@ _NAMES = {
     "excluded": "excluded", "excluded_version": "excluded:version", "pages": "pages",
     "validators": "validators", "listing": "listing", "trust_validators": "trust:validators",
     "trust_sitemaps": "trust:sitemaps", "dirty": "dirty", "records": "records",
-    "events": "events", "links": "links",
+    "events": "events", "links": "links", "checks": "checks",
     "refused": "refused",
 }
 

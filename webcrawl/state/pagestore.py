@@ -27,7 +27,7 @@ from webcrawl.state.records import Record
 if TYPE_CHECKING:
     from webcrawl.state.layout import CrawlLayout
 
-__all__ = ["EventArgs", "PageStore", "give_up_op", "gone_op", "hash_bytes", "interval_op",
+__all__ = ["EventArgs", "PageStore", "check_op", "give_up_op", "gone_op", "hash_bytes", "interval_op",
            "lastmod_op", "listing_op", "observe_op", "release_op", "trigger_op"]
 
 
@@ -65,11 +65,14 @@ class EventArgs:
     inherit_record: bytes = b""
     #: For a listing page or hub: the typed pages it shows (kept for its next reading).
     links: tuple[str, ...] = ()
+    #: The fetch's bytes on the wire (for the check log).
+    wire_bytes: int | None = None
 
     def args(self) -> list[Any]:
         return [self.record, self.url, str(self.status), self.site, self.page_type,
                 ",".join(self.volatile), self.pointer, self.body8, self.moved_from, self.moved_url,
-                self.moved_host, self.inherit, self.inherit_record, "\n".join(self.links)]
+                self.moved_host, self.inherit, self.inherit_record, "\n".join(self.links),
+                "" if self.wire_bytes is None else str(int(self.wire_bytes))]
 
 
 NO_EVENT = EventArgs()
@@ -97,6 +100,15 @@ def gone_op(url: str, *, time: float, billed: float | None = None,
             event: EventArgs = NO_EVENT) -> tuple[str, list[Any]]:
     """Land operation "G": the known page ``url`` answered 404 or 410 (suspect, then removed)."""
     return "G", [url, repr(float(time)), "" if billed is None else repr(float(billed)),
+                 *event.args()]
+
+
+def check_op(url: str, *, time: float, outcome: str = "error", billed: float | None = None,
+             event: EventArgs = NO_EVENT) -> tuple[str, list[Any]]:
+    """Land operation "C": a fetch of the page ``url`` that lands no observation (``error``: an
+    error answer, a timeout; ``redirected``: a redirect), logged as a check (``event`` says where:
+    site, page type, URL as fetched, status)."""
+    return "C", [url, repr(float(time)), outcome, "" if billed is None else repr(float(billed)),
                  *event.args()]
 
 

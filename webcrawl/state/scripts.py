@@ -41,7 +41,7 @@ def _source(name: str) -> str:
 
 
 #: Scripts made of several files, joined in this order (one concern a file).
-_PARTS = {"land": ("land_head", "lifecycle", "land")}
+_PARTS = {"land": ("land_head", "checks", "lifecycle", "land")}
 
 
 def _shard_source(name: str) -> str:
@@ -60,7 +60,7 @@ KEYS: dict[str, tuple[str, ...]] = {
                 "pages"),
     "land": ("pages", "validators", "due", "ready_due", "next", "delay", "health", "ready_new",
              "frontier", "listing", "trust_sitemaps", "trust_validators", "dirty", "records", "events",
-             "links", "op"),
+             "links", "checks", "op"),
     "claim": ("next", "delay", "frontier", "due", "ready_new", "ready_due"),
     "exclude": ("excluded", "excluded_version", "frontier", "due", "ready_new", "ready_due",
                 "queued"),

@@ -1,10 +1,11 @@
--- The land script, part 3 of 3: the operations, and the loop that runs them. Each op is a code
+-- The land script, part 4 of 4: the operations, and the loop that runs them. Each op is a code
 -- and its arguments; page ops take the page's URL and host first, host ops the host. Returns
--- REPLY_WIDTH values per op (unused ones ''). Event arguments (EV, 14 values, in this order):
+-- REPLY_WIDTH values per op (unused ones ''). Event arguments (EV, 15 values, in this order):
 -- record, URL as fetched, status, site, page type, volatile fields, body pointer, body hash (8
 -- bytes), moved-from URL, moved-from URL as fetched, moved-from host, inherited record,
--- inherited latest record (from a Y op on another shard), and the typed pages a listing page or
--- hub shows (one a line, '' for other pages); see lifecycle.lua.
+-- inherited latest record (from a Y op on another shard), the typed pages a listing page or
+-- hub shows (one a line, '' for other pages) and the fetch's bytes on the wire; see
+-- lifecycle.lua and checks.lua. Ops O, G and C log the fetch as a check (checks.lua).
 --   O url host kind(f|n) time hash set_validators etag last_modified type tier pkind(p|s|h)
 --     change_age billed EV
 --       -> verdict (new|changed|unchanged|none), interval, sitemap trust news, event kind, event
@@ -13,6 +14,9 @@
 --          make an event: the caller stores the body and lands the observation again
 --   G url host time billed EV -> suspect|removed|gone|'', '', '', event kind, entry id, entry JSON
 --   Y url host             -> packed record, latest record of a moved page, now retired ('' if none)
+--   C url host time outcome billed EV -> a fetch of the page that lands no observation (outcome
+--                            error: an error answer, a timeout; redirected: a 3xx): logged as a
+--                            check, nothing else
 --   T url host             -> '1' when the page is now due at once (a known change it follows)
 --   I url host iv due_at follow -> '1' when rescheduled (allocator: interval, optional due time,
 --                            whether known changes make the page due at once)
@@ -197,6 +201,10 @@ local function observe(url, host, kind, time, hash, set_v, etag, lm, ptype, tier
     event = ''
   end
   if kind == 'f' and e.record ~= '' then redis.call('HSET', K.records, url, e.record) end
+  if verdict ~= 'none' then
+    local outcome = event ~= '' and event or (kind == 'n' and 'not_modified' or verdict)
+    log_check(e, url, time, outcome, billed, id)
+  end
   if kind == 'f' and e.links ~= '' then redis.call('HSET', K.links, url, e.links) end
   if verdict ~= 'none' or known then
     local due = nil
@@ -382,9 +390,9 @@ local function event_args(j)
           page_type = ARGV[j + 4], volatile = ARGV[j + 5], pointer = ARGV[j + 6],
           body8 = ARGV[j + 7], moved_from = ARGV[j + 8], moved_url = ARGV[j + 9],
           moved_host = ARGV[j + 10], inherit = ARGV[j + 11], inherit_blob = ARGV[j + 12],
-          links = ARGV[j + 13]}
+          links = ARGV[j + 13], bytes = ARGV[j + 14]}
 end
-local EV = 14
+local EV = 15
 
 local i = FIRST_OP
 while i <= #ARGV do
@@ -403,6 +411,10 @@ while i <= #ARGV do
   elseif code == 'Y' then
     a, b = give_up(ARGV[i + 1], ARGV[i + 2])
     i = i + 3
+  elseif code == 'C' then
+    log_check(event_args(i + 6), ARGV[i + 1], tonumber(ARGV[i + 3]), ARGV[i + 4],
+              opt(ARGV[i + 5]), '')
+    i = i + 6 + EV
   elseif code == 'T' then
     a = trigger(ARGV[i + 1], ARGV[i + 2], now)
     i = i + 3
@@ -441,4 +453,4 @@ while i <= #ARGV do
   out[o + 5], out[o + 6], out[o + 7], out[o + 8] = e or '', f or '', g or '', ''
 end
 for host in pairs(rescored) do rescore(K, host) end
-return op_store(KEYS[17], tonumber(ARGV[1]), out)
+return op_store(KEYS[18], tonumber(ARGV[1]), out)

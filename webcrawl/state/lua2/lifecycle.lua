@@ -1,4 +1,4 @@
--- The land script, part 2 of 3: change events and the page lifecycle.
+-- The land script, part 3 of 4: change events and the page lifecycle.
 --
 -- A change event is written to the shard's stream `events` in the same call as the verdict that
 -- makes it, so a verdict is never recorded without its event (webcrawl/state/eventlog.py reads
@@ -88,9 +88,13 @@ local function gone(url, host, time, billed, e)
   if r.due == -1 then r.due = 0 end
   reschedule(r, url, host, due)
   save(r, url)
-  if verdict ~= 'removed' or r.type == 0 then return verdict end
+  if verdict ~= 'removed' or r.type == 0 then
+    log_check(e, url, time, 'gone', billed, '')
+    return verdict
+  end
   local previous = redis.call('HGET', K.records, url) or ''
   local id, entry = emit('removed', e, e.url, url, time, r.last_fetched, previous, '', '')
+  log_check(e, url, time, 'removed', billed, id)
   return verdict, '', '', 'removed', id, entry
 end
 
