@@ -32,6 +32,8 @@ setup(
         # Record fields from JSON-LD and microdata; imported only by sites that use them.
         # 0.16 and older import a name lxml 5.1 removed.
         "extruct>=0.17",
+        "psycopg[binary]>=3.2",  # the database writer on PostgreSQL (WEBCRAWL_DATABASE_URL)
+        "psycopg-pool>=3.2",
     ],
     extras_require={
         # The benchmarks run scrapy-redis side by side with webcrawl; nothing else imports it.

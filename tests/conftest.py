@@ -1,4 +1,5 @@
-"""Shared fixtures: a real redis-server started by the tests themselves."""
+"""Shared fixtures: a real redis-server, Redis Cluster and PostgreSQL, started by the tests
+themselves."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import shutil
 import subprocess
 import tempfile
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -115,3 +117,33 @@ def redis_cluster_with_replicas() -> Iterator[LocalRedisCluster]:
     cluster.start()
     yield cluster
     cluster.stop()
+
+
+# A real PostgreSQL (tests/pgserver.py) from Debian's package, for the database writer's tests.
+from tests.pgserver import LocalPostgres, PostgresNotInstalled  # noqa: E402  (with its fixtures)
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[LocalPostgres]:
+    """One server per test process (each xdist worker has its own), started when a test first
+    asks for it (1 to 1.5 s, initdb most of it). A missing package fails the test: CI
+    installs it, so a skip would only hide that the database tests did not run."""
+    try:
+        server = LocalPostgres()
+    except PostgresNotInstalled as exc:
+        pytest.fail(str(exc), pytrace=False)
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def postgres_url(postgres_server: LocalPostgres) -> Iterator[str]:
+    """URL of a new empty database of the shared test server, dropped after the test. A test
+    may kill() or pause() the server: it is brought back afterwards for the next test."""
+    name = f"test_{uuid.uuid4().hex[:16]}"
+    yield postgres_server.new_database(name)
+    postgres_server.resume()
+    if not postgres_server.running:
+        postgres_server.restart()
+    postgres_server.drop_database(name)
