@@ -31,8 +31,21 @@ LIFECYCLE = Lifecycle(start=HOUR, span=HOUR, birth_share=0.0, death_share=0.2, g
 SETTINGS = {"WEBCRAWL_CONDITIONAL_ENABLED": False, "WEBCRAWL_REMOVAL_CONFIRM_SECONDS": 0}
 
 
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def engine(request: pytest.FixtureRequest) -> Iterator[str | None]:
+    """The database the crawls write their copy to: SQLite in their data folder, or PostgreSQL."""
+    if request.param == "sqlite":
+        yield None
+        return
+    server = request.getfixturevalue("postgres_server")
+    name = "lifecycle"
+    yield server.new_database(name)
+    server.drop_database(name)
+
+
 @pytest.fixture(scope="module")
-def lifecycle_shop() -> Iterator[Shop]:
+def lifecycle_shop(engine: str | None) -> Iterator[Shop]:
+    """A shop of its own for each engine's scenario (the scenario moves its time)."""
     site = EmptyPageShop(seed=11, time_scale=1e-9, products=80, large_page_kb=16,
                          min_change_interval=HOUR, max_change_interval=2 * DAY,
                          lifecycle=LIFECYCLE)
@@ -50,6 +63,7 @@ def products(shop: Shop, kind: str, status: int) -> list[int]:
 @dataclass
 class Scenario:
     dead: list[int]
+    database: str
     moved: list[int]
     temp: list[int]
     plain: list[int]
@@ -58,15 +72,21 @@ class Scenario:
     times: list[float]  # the shop's time at each crawl
     states: dict[str, int]
     log: list[Any]
+    whole_log: list[Any]
 
 
 @pytest.fixture(scope="module")
-def scenario(tmp_path_factory, lifecycle_shop, module_redis, state) -> Scenario:
+def scenario(tmp_path_factory, lifecycle_shop, module_redis, state, engine) -> Scenario:
     """Three crawls: before the fates (every page new), two hours in (deaths, moves and a
     temporary redirect; records changed), ten hours in (the dead back). Before each later crawl
     the known pages are made due, and the removed ones are shown again (a listing would)."""
-    shop, (redis_url, _) = lifecycle_shop, module_redis
+    shop, (redis_url, client) = lifecycle_shop, module_redis
+    client.flushall()  # each engine's scenario from an empty crawl state
     tmp = tmp_path_factory.mktemp("lifecycle")
+    database = engine or str(tmp / "data" / "webcrawl.db")
+    # The harness runs no allocator; each crawl's database writer, though, drains into the copy.
+    settings = {**SETTINGS, "WEBCRAWL_DATABASE_URL": database,
+                "EXTENSIONS": {"webcrawl.extensions.database.DatabaseExtension": 550}}
     dead = products(shop, "death", 404)[:1] + products(shop, "death", 410)[:1]
     moved = products(shop, "move", 301)[:1] + products(shop, "move", 308)[:1]
     temp = (products(shop, "temp", 302) + products(shop, "temp", 307))[:1]
@@ -77,11 +97,11 @@ def scenario(tmp_path_factory, lifecycle_shop, module_redis, state) -> Scenario:
     old_urls = {i: shop.product(i) for i in chosen}
     urls = list(old_urls.values())
     times = [shop.site.now()]
-    crawls = [crawl(tmp, shop, redis_url, urls, "1", **SETTINGS)]
+    crawls = [crawl(tmp, shop, redis_url, urls, "1", **settings)]
     shop.site.clock.advance(2.5 * HOUR)
     times.append(shop.site.now())
     state.make_due(urls)
-    crawls.append(crawl(tmp, shop, redis_url, urls, "2", **SETTINGS))
+    crawls.append(crawl(tmp, shop, redis_url, urls, "2", **settings))
     shop.site.clock.advance(8 * HOUR)
     times.append(shop.site.now())
     state.make_due(urls)
@@ -89,10 +109,10 @@ def scenario(tmp_path_factory, lifecycle_shop, module_redis, state) -> Scenario:
         state.batch.land(old_urls[i].split("/")[2].split(":")[0], trigger_op(old_urls[i]))
     state.batch.flush()
     mark = len(shop.server.log())
-    crawls.append(crawl(tmp, shop, redis_url, urls, "3", **SETTINGS))
+    crawls.append(crawl(tmp, shop, redis_url, urls, "3", **settings))
     states = {url: state.record(url).state for url in urls}
-    return Scenario(dead, moved, temp, plain, crawls, old_urls, times, states,
-                    shop.server.log()[mark:])
+    return Scenario(dead, database, moved, temp, plain, crawls, old_urls, times, states,
+                    shop.server.log()[mark:], shop.server.log())
 
 
 def kinds(feed: list[dict[str, Any]]) -> dict[str, list[str]]:
@@ -183,3 +203,60 @@ def test_changes_chain_each_event_to_the_previous_one(scenario) -> None:
                 assert stable(event["previous"]) == last[url], (event["kind"], url)
             kept = event["record"] if event["kind"] != "removed" else event["previous"]
             last[event["moved_to"] or url] = stable(kept)
+
+
+# -- The copy in the database the crawls wrote (each crawl's writer drained it as it closed) -----
+
+def rows(scenario: Scenario, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    from webcrawl.database import open_database
+
+    db = open_database(scenario.database)
+    try:
+        with db.transaction() as tx:
+            return tx.rows(sql, params)
+    finally:
+        db.close()
+
+
+def test_every_event_is_one_version_and_every_fetch_one_check(scenario, lifecycle_shop) -> None:
+    events = {e["event_id"]: e for c in scenario.crawls for e in c.feed}
+    versions = dict(rows(scenario, "SELECT event_id, kind FROM versions"))
+    assert versions == {i: e["kind"] for i, e in events.items()}
+    port = str(lifecycle_shop.server.port)
+    fetched = sorted((e.path, e.status) for e in scenario.whole_log
+                     if e.path not in ("/robots.txt",))
+    checked = sorted((url.split(port, 1)[1], status)
+                     for url, status in rows(scenario, "SELECT url, status FROM checks"))
+    assert checked == fetched
+
+
+def test_removed_and_moved_pages_carry_their_state_and_the_copy_is_the_truth(scenario, lifecycle_shop) -> None:
+    from webcrawl.database import open_database
+    from webcrawl.database.queries import copy_as_of, copy_now
+
+    site = lifecycle_shop.site
+    db = open_database(scenario.database)
+    try:
+        with db.transaction() as tx:
+            # The crawls' own clock: after the first crawl, and between the second and the third.
+            first = max(e["detected_at"] for e in scenario.crawls[0].feed)
+            second = max(e["detected_at"] for e in scenario.crawls[1].feed)
+            now = {p["canonical_url"]: p for p in copy_now(tx, "demo")}
+            then = {p["canonical_url"]: p for p in copy_as_of(tx, "demo", first + 1e-3)}
+            during = {p["canonical_url"]: p for p in copy_as_of(tx, "demo", second + 1e-3)}
+    finally:
+        db.close()
+    for i in scenario.moved:
+        old, new = scenario.old_urls[i], site.product_url(i, scenario.times[2])
+        assert old not in now and now[new]["state"] == "alive"  # one line, at its new URL
+        assert old in then and new not in then
+    for i in scenario.dead:
+        url = scenario.old_urls[i]
+        assert during[url]["state"] == "removed" and during[url]["record"]["name"] == site.page_record(i, scenario.times[0])["name"]
+        assert now[url]["state"] == "alive"
+    for url, line in then.items():  # the copy as it stood after the first crawl: what was served
+        i = site.product_index(url, scenario.times[0])
+        truth = site.page_record(i, scenario.times[0])
+        assert {k: line["record"][k] for k in ("price", "stock", "name")} == {
+            k: truth[k] for k in ("price", "stock", "name")}
+    assert len(then) == len(scenario.old_urls)

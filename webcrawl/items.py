@@ -73,6 +73,9 @@ class PageItem:
     moved_url: str | None = None
     extraction_errors: dict[str, str] = field(default_factory=dict)
     links: tuple[str, ...] = ()
+    #: A fetch that lands no observation but is logged as a check with this outcome (the end of
+    #: a temporary redirect of a known page: ``redirected``).
+    check_only: str | None = None
     event: dict[str, Any] | None = None
 
 

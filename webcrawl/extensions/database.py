@@ -15,6 +15,8 @@ left (at most ``WEBCRAWL_DATABASE_DRAIN_SECONDS``, 10).
 
 Settings: ``WEBCRAWL_DATABASE_ENABLED`` (True), ``WEBCRAWL_DATABASE_URL``,
 ``WEBCRAWL_DATABASE_BATCH`` (500 entries of each record a transaction),
+``WEBCRAWL_DATABASE_CLAIM_SECONDS`` (60: entries a writer took and did not acknowledge in that time,
+its process dead, are taken over by another),
 ``WEBCRAWL_DATABASE_CHECKS_RETENTION_DAYS`` (30), ``WEBCRAWL_DATABASE_CHECKS_KEPT`` (1,000,000 a
 shard of the crawl state). Stats: ``webcrawl/database/events``, ``.../checks``, ``.../batches``,
 ``.../failures``, ``.../rolled_up``.
@@ -87,6 +89,7 @@ class DatabaseExtension:
         writer = DatabaseWriter(db, runtime.events, ShardStream(runtime.client, runtime.layout, "checks"),
                                 consumer=runtime.owner,
                                 batch=settings.getint("WEBCRAWL_DATABASE_BATCH", 500),
+                                claim_after=settings.getfloat("WEBCRAWL_DATABASE_CLAIM_SECONDS", 60.0),
                                 checks_retention=days * 86_400.0)
         assert crawler.stats is not None
         ext = cls(writer, crawler.stats,

@@ -40,7 +40,7 @@ from scrapy.utils.httpobj import urlparse_cached
 from webcrawl import meta as M
 from webcrawl.runtime import CrawlRuntime
 from webcrawl.state.hosts import validator_op
-from webcrawl.state.pagestore import EventArgs, observe_op
+from webcrawl.state.pagestore import EventArgs, check_op, observe_op
 from webcrawl.wire import wire_bytes
 
 if TYPE_CHECKING:
@@ -146,6 +146,16 @@ class ConditionalRequestMiddleware:
         meta[M.VALIDATORS_FOR] = canonical
         self.stats.inc_value(STATS + "sent")
 
+    def _check(self, request: Request, canonical: str, host: str, now: float, size: int) -> None:
+        """Log a 304 handed on to its verification as a check of its own (it lands nothing). Its
+        cost is booked with the verification that follows, as the page's record books it."""
+        site = self.runtime.site
+        event = EventArgs(site=site.name if site is not None else self.runtime.spider_name,
+                          page_type=request.meta.get(M.PAGE_TYPE) or "", url=request.url,
+                          status=304, wire_bytes=size)
+        self.runtime.batch.land(host, check_op(canonical, time=now, outcome="not_modified",
+                                               event=event))
+
     def process_response(self, request: Request, response: Response) -> Request | Response:
         if request.meta.get(M.PURPOSE) in SKIP_PURPOSES:
             return response
@@ -170,6 +180,7 @@ class ConditionalRequestMiddleware:
             meta = {k: v for k, v in request.meta.items() if k != M.VALIDATORS_FOR}
             meta[M.VERIFY_304] = http_date(response.headers.get(b"Date")) or now
             meta[M.WIRE_BYTES_BEFORE] = size
+            self._check(request, canonical, host, now, size)  # this fetch, as the server answered
             # First in its host's queue: the check is worth most right after the 304.
             return request.replace(headers=headers, meta=meta, dont_filter=True,
                                    priority=VERIFY_PRIORITY)

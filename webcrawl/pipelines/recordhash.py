@@ -57,7 +57,7 @@ from webcrawl.items import PageItem
 from webcrawl.pipelines._bodies import BodyKeeper
 from webcrawl.pipelines._validators import ValidatorEvidence, change_age, header, verification_event
 from webcrawl.runtime import CrawlRuntime
-from webcrawl.state.pagestore import EventArgs, give_up_op, gone_op, observe_op
+from webcrawl.state.pagestore import EventArgs, check_op, give_up_op, gone_op, observe_op
 
 if TYPE_CHECKING:
     from typing import Self
@@ -159,7 +159,11 @@ class RecordHashPipeline:
             return item
         if item.status in GONE_STATUSES:
             return await self._gone(item)
+        if item.check_only is not None:
+            self._check_only(item, item.check_only)
+            return item
         if item.extraction_errors:
+            self._check_only(item, "error")
             return self._extraction_error(item)
         item.content_hash = self.hash_of(item)
         host = _host(item.url)
@@ -241,6 +245,15 @@ class RecordHashPipeline:
                             "WEBCRAWL_REMOVAL_CONFIRM_SECONDS", item.url, item.status)
         self._event(item, host, reply)
         return item
+
+    def _check_only(self, item: PageItem, outcome: str) -> None:
+        """A fetch that lands no observation, logged as a check with ``outcome``."""
+        billed = item.fetch.get("billed")
+        event = EventArgs(site=item.site or self.site_name, page_type=item.page_type or "",
+                          url=item.url, status=item.status, wire_bytes=item.fetch.get("wire_bytes"))
+        self.runtime.batch.land(_host(item.url), check_op(
+            item.canonical_url or item.url, time=item.fetch_time, outcome=outcome,
+            billed=float(billed) if billed is not None else None, event=event))
 
     def _extraction_error(self, item: PageItem) -> PageItem:
         """Typed fields that did not parse: nothing lands (a missing value is no change), each

@@ -26,7 +26,8 @@ Contract (docs/spider.md):
   (``handle_httpstatus_list``), and ``parse()`` turns one into a bodiless ``PageItem`` with that
   status (the pipeline confirms the removal); a known page reached through permanent redirects
   (301/308 only) becomes an item ``moved_from`` that page; one reached through a temporary
-  redirect (302, 303, 307) yields no item (the page has not moved and this is not its content).
+  redirect (302, 303, 307) yields only a check (``check_only``: the page has not moved and this
+  is not its content).
 - A page without a page type is a *hub* item when it is a seed or links pages that have one:
   its record is the sorted list of those links, so it is read again as often as they change
   (new pages appear there) and no event is made of it.
@@ -36,7 +37,8 @@ Contract (docs/spider.md):
   state): each known page it no longer shows is fetched at once (``meta["webcrawl_recheck"]``,
   in the known pages' priority band, so before the pages it newly shows), to see whether it
   died or moved: a move is then seen from its old URL, and its new URL is not taken for a new
-  page. At most ``MAX_RECHECKS`` a reading.
+  page. At most ``MAX_RECHECKS`` a reading, and a page at most once an hour
+  (``RECHECK_MEMORY_SECONDS``) by one process.
 - Every request carries ``meta["webcrawl_purpose"]`` (``discovery`` for seeds, links and sitemap
   entries; ``sitemap`` for sitemap files) and ``meta["webcrawl_page_type"]`` (the page type its
   URL matches, or ``None``). URLs are the parser's canonical form.
@@ -55,6 +57,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import math
 import time
 from collections.abc import AsyncIterator, Iterator
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -96,6 +99,9 @@ GONE_STATUSES = [404, 410]
 PERMANENT_REDIRECTS = frozenset((301, 308))
 #: Known pages a lister's reading rechecks at most (those it stopped showing).
 MAX_RECHECKS = 20
+#: A page rechecked is not rechecked again by this process for this long (several listers may
+#: stop showing it; its fate is known after one fetch).
+RECHECK_MEMORY_SECONDS = 3600.0
 #: Typed pages a sitemap may list and still be kept for its next reading's rechecks.
 MAX_KEPT_LINKS = 10_000
 #: Sitemap indexes pointing at indexes: deeper levels are counted and not fetched.
@@ -138,6 +144,7 @@ class SiteSpider(scrapy.Spider):
         self._seeds: frozenset[str] = frozenset()
         self._listing_types: frozenset[str] = frozenset()
         self._lister: tuple[ParseResult, tuple[str, ...] | None] | None = None
+        self._rechecked: dict[str, float] = {}
         if self.parser is not None and self.site is not None:
             canonical = self.parser.canonicalizer.canonical
             self._seeds = frozenset(canonical(u) or u for u in self.site.seeds)
@@ -299,8 +306,11 @@ class SiteSpider(scrapy.Spider):
         ``WEBCRAWL_LISTING_ITEMS_ENABLED`` is off). Override to add or change items."""
         assert self.site is not None
         moved_from, moved_url, temporary = _redirected(response)
-        if temporary:
+        if temporary:  # not this page's content: only a check that it was fetched
             self._inc(SPIDER + "items/temporary_redirect")
+            item = self._item(response, result.url, result.page_type, {}, fetch_time)
+            item.body, item.check_only = b"", "redirected"
+            yield item
             return
         if result.page_type is None:
             hub = self._lister_links(result)
@@ -380,7 +390,14 @@ class SiteSpider(scrapy.Spider):
     def _rechecks(self, unlisted: set[str]) -> Iterator[scrapy.Request]:
         """Fetch at once the known pages a lister stopped showing (module docstring)."""
         assert self.parser is not None
+        now = time.monotonic()
+        recent = self._rechecked
+        if len(recent) > 50_000:
+            self._rechecked = recent = {u: t for u, t in recent.items()
+                                        if now - t < RECHECK_MEMORY_SECONDS}
+        unlisted = {u for u in unlisted if now - recent.get(u, -math.inf) >= RECHECK_MEMORY_SECONDS}
         for url in sorted(unlisted)[:MAX_RECHECKS]:
+            recent[url] = now
             page_type = self.parser.rules.page_type(url)
             self._inc(SPIDER + "requests/recheck")
             yield self.revisit_request(url, meta={
