@@ -38,7 +38,7 @@ __all__ = ["GROUP", "DatabaseWriter", "WriterCounts"]
 logger = logging.getLogger(__name__)
 
 GROUP = "db"
-MAX_PAUSE_SECONDS = 30.0
+MAX_PAUSE_SECONDS = 10.0
 ROLL_UP_SECONDS = 600.0
 TRIM_EVERY_STEPS = 20
 
