@@ -9,6 +9,11 @@ Contenders:
 - with the latency mode, webcrawl on the benchmark's own redis-server: ``webcrawl unix`` on its
   unix socket, ``webcrawl tcp`` over TCP through the latency proxy. Same server, same
   configuration: the two differ by the transport and the added delay only.
+- ``webcrawl no db``: webcrawl without its database (``WEBCRAWL_DATABASE_ENABLED=False``): what the
+  copy in SQLite costs the crawl.
+- ``webcrawl before`` (when ``BENCH_REALSITES_BASELINE_SOURCE`` names another checkout of webcrawl,
+  e.g. a ``git worktree`` of an earlier commit): the same crawl with that code, for a
+  before-and-after figure in one run.
 
 The embedded redis-server daemonizes, so the crawl's ``wait4`` figures leave it out; its CPU time
 is sampled from /proc (every 20 ms, from its pid file, until it exits) and reported beside them.
@@ -17,6 +22,7 @@ is sampled from /proc (every 20 ms, from its pid file, until it exits) and repor
 from __future__ import annotations
 
 import json
+import os
 import re
 import threading
 from pathlib import Path
@@ -26,6 +32,9 @@ from bench._scheduler_process import Child, Crawl, extra_settings, project_env, 
 from bench._scheduler_redis import cpu_seconds
 
 VANILLA, WEBCRAWL, WEBCRAWL_UNIX, WEBCRAWL_TCP = "vanilla", "webcrawl", "webcrawl unix", "webcrawl tcp"
+WEBCRAWL_NO_DB, WEBCRAWL_BEFORE = "webcrawl no db", "webcrawl before"
+#: The webcrawl contenders that run on the embedded redis-server of a fresh data folder.
+EMBEDDED = (WEBCRAWL, WEBCRAWL_NO_DB, WEBCRAWL_BEFORE)
 
 #: Page types of each site file: (name, URL regex searched in the path part). Every page gets the
 #: same record as the baseline's items: its first heading and its section headings.
@@ -95,7 +104,12 @@ def command(contender: str, corpus: Corpus, base_url: str, folder: Path, tag: st
     }
     if redis_url is not None:
         settings["WEBCRAWL_REDIS_URL"] = redis_url
-    return scrapy_command(site_name(corpus), settings), project_env("webcrawl")
+    env = project_env("webcrawl")
+    if contender == WEBCRAWL_NO_DB:
+        settings["WEBCRAWL_DATABASE_ENABLED"] = False
+    elif contender == WEBCRAWL_BEFORE:
+        env["PYTHONPATH"] = os.environ["BENCH_REALSITES_BASELINE_SOURCE"]
+    return scrapy_command(site_name(corpus), settings), env
 
 
 class RedisSampler:
@@ -139,7 +153,7 @@ def run(contender: str, corpus: Corpus, base_url: str, folder: Path, tag: str,
         concurrency: dict[str, int], redis_url: str | None, timeout: float) -> tuple[Crawl, bool, float]:
     """Run one crawl; returns it, whether its embedded redis-server exited, and that server's CPU."""
     argv, env = command(contender, corpus, base_url, folder, tag, concurrency, redis_url)
-    sampler = RedisSampler(folder / f"data-{tag}") if contender == WEBCRAWL else None
+    sampler = RedisSampler(folder / f"data-{tag}") if contender in EMBEDDED else None
     crawl = Child(argv, env, folder / "cwd", f"{tag}.log").wait(timeout)
     if sampler is None:
         return crawl, True, 0.0

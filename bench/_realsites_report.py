@@ -6,7 +6,9 @@ import statistics
 from dataclasses import dataclass, field
 
 from bench._realsites_corpus import Corpus
-from bench._realsites_crawl import VANILLA, WEBCRAWL, WEBCRAWL_TCP, WEBCRAWL_UNIX
+from bench._realsites_crawl import (
+    VANILLA, WEBCRAWL, WEBCRAWL_BEFORE, WEBCRAWL_NO_DB, WEBCRAWL_TCP, WEBCRAWL_UNIX,
+)
 from bench._realsites_nginx import Access
 from bench._report import table
 from bench._scheduler_process import Crawl, webcrawl_components
@@ -113,6 +115,12 @@ def site_tables(corpus: Corpus, runs: dict[str, list[Figures]]) -> str:
     if WEBCRAWL_TCP in runs:
         ratios.append(["pages/s, Redis over TCP + delay / unix socket",
                        _ratio(runs[WEBCRAWL_TCP], runs[WEBCRAWL_UNIX], "pages_s"), ">= 0.9"])
+    if WEBCRAWL_NO_DB in runs:
+        ratios.append(["pages/s, with its database (SQLite) / without",
+                       _ratio(web, runs[WEBCRAWL_NO_DB], "pages_s"), ">= 0.9"])
+    if WEBCRAWL_BEFORE in runs:
+        ratios.append(["pages/s, this code / the baseline checkout",
+                       _ratio(web, runs[WEBCRAWL_BEFORE], "pages_s"), ">= 0.95"])
     per_round = [[c, " / ".join(f"{f.pages_s:.1f}" for f in fs),
                   " / ".join(f"{1000 * f.per_page(f.cpu):.1f}" for f in fs)] for c, fs in runs.items()]
     stats = sorted({k for f in web for k in f.webcrawl_redis})

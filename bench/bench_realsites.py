@@ -17,7 +17,8 @@ disk (``bench/_realsites_corpus.py``). Every crawl must exit 0.
 leaves out the runs on Redis over TCP), ``BENCH_REALSITES_WRITE`` (1; 0 leaves
 docs/benchmarks.md alone), ``BENCH_REALSITES_KEEP`` (0; 1 keeps the crawl logs),
 ``BENCH_REALSITES_WEBCRAWL_SETTINGS`` (``NAME=value ...`` added to every webcrawl crawl, for A/B
-runs).
+runs), ``BENCH_REALSITES_BASELINE_SOURCE`` (another checkout of webcrawl, crawled as ``webcrawl
+before``: e.g. ``git worktree add /tmp/before <commit>``).
 """
 
 from __future__ import annotations
@@ -29,7 +30,10 @@ from pathlib import Path
 
 from bench._latency_proxy_process import ProxyProcess, measure_added_rtt
 from bench._realsites_corpus import CORPORA, Corpus, reachable_files
-from bench._realsites_crawl import VANILLA, WEBCRAWL, WEBCRAWL_TCP, WEBCRAWL_UNIX, run, site_file, site_name
+from bench._realsites_crawl import (
+    VANILLA, WEBCRAWL, WEBCRAWL_BEFORE, WEBCRAWL_NO_DB, WEBCRAWL_TCP, WEBCRAWL_UNIX, run, site_file,
+    site_name,
+)
 from bench._realsites_nginx import Nginx
 from bench._realsites_report import Figures, report
 from bench._realsites_setup import ensure_installed, package_version
@@ -86,7 +90,9 @@ def main() -> None:
     if not corpora:
         raise SystemExit(f"BENCH_REALSITES_SITES names none of {[c.name for c in CORPORA]}")
     ensure_installed(corpora)
-    contenders = [VANILLA, WEBCRAWL] + ([WEBCRAWL_UNIX, WEBCRAWL_TCP] if latency > 0 else [])
+    contenders = [VANILLA, WEBCRAWL, WEBCRAWL_NO_DB] + ([WEBCRAWL_UNIX, WEBCRAWL_TCP] if latency > 0 else [])
+    if os.environ.get("BENCH_REALSITES_BASELINE_SOURCE"):
+        contenders.append(WEBCRAWL_BEFORE)
     folder = Path(tempfile.mkdtemp(prefix="bench-realsites-"))
     for sub in ("sites", "cwd", "nginx", "redis"):
         (folder / sub).mkdir()

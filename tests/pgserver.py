@@ -112,7 +112,10 @@ class LocalPostgres:
     make it hang and go on.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, settings: dict[str, str] | None = None) -> None:
+        """``settings``: server settings over :data:`FAST_SETTINGS` (a benchmark puts
+        ``fsync`` back on)."""
+        self.settings = {**FAST_SETTINGS, **(settings or {})}
         self.bindir = postgres_bindir()
         self.run_as: str | None = None  # the user the server runs as, when that is not us
         if os.geteuid() == 0:
@@ -315,7 +318,7 @@ class LocalPostgres:
             raise PostgresStartError(self._failure(f"{what} exited with {done.returncode}"))
 
     def _write_settings(self) -> None:
-        settings = {**FAST_SETTINGS, "port": str(self.port),
+        settings = {**self.settings, "port": str(self.port),
                     "unix_socket_directories": f"'{self.folder}'"}
         text = "".join(f"{name} = {value}\n" for name, value in settings.items())
         (self.data / "webcrawl-test.conf").write_text(text)

@@ -58,91 +58,95 @@ def _dump(value: Any) -> str | None:
     return None if value is None else json.dumps(value, ensure_ascii=False, sort_keys=True)
 
 
+_INSERT_VERSION = (
+    "INSERT INTO versions (event_id, site, canonical_url, url, kind, record, valid_from, body, event)"
+    " VALUES (%s, %s, %s, %s, %s, CAST(%s AS {json}), %s, %s, CAST(%s AS {json}))"
+    " ON CONFLICT (event_id) DO NOTHING RETURNING event_id")
+_INSERT_VALUE = ("INSERT INTO version_values (event_id, field, text_value, number_value, currency)"
+                 " VALUES (%s, %s, %s, %s, %s) ON CONFLICT (event_id, field) DO NOTHING")
+#: A version starting at t closes the page's version before it...
+_CLOSE_BEFORE = ("UPDATE versions SET valid_to = %s WHERE site = %s AND canonical_url = %s"
+                 " AND valid_from < %s AND (valid_to IS NULL OR valid_to > %s)")
+#: ... and ends where the page's next version starts (NULL: it is current).
+_END_AT_NEXT = ("UPDATE versions SET valid_to = (SELECT MIN(v.valid_from) FROM versions v"
+                " WHERE v.site = %s AND v.canonical_url = %s AND v.valid_from > %s)"
+                " WHERE event_id = %s")
+
+
 def apply_events(tx: Any, delivered: Iterable[Any]) -> int:
-    """Apply events (each with ``.event`` and ``.fields``); returns how many were new here."""
-    applied = 0
+    """Apply events (each with ``.event`` and ``.fields``); returns how many were new here. One
+    statement kind at a time over the whole batch (pipelined on PostgreSQL): right whatever the
+    order, as the module docstring says."""
+    items = []
     for item in delivered:
-        if _apply_event(tx, item.event, item.fields.get("b") or None,
-                        [v for v in (item.fields.get("v") or "").split(",") if v]):
-            applied += 1
-    return applied
+        event = item.event
+        moved = event["kind"] == "moved"
+        items.append((event, item.fields.get("b") or None,
+                      [v for v in (item.fields.get("v") or "").split(",") if v],
+                      event["moved_to"] if moved else event["canonical_url"],
+                      event["moved_to"] if moved else event["url"], float(event["detected_at"])))
+    new = tx.inserted(_INSERT_VERSION, [
+        (e["event_id"], e["site"], page, url, e["kind"], _dump(e["record"]), t, body, _dump(dict(e)))
+        for e, body, _, page, url, t in items])
+    fresh = [i for i in items if i[0]["event_id"] in new]  # a redelivery changes nothing
+    tx.executemany(_INSERT_VALUE, [(e["event_id"], *v) for e, *_ in fresh
+                                   for v in typed_values(e["record"])])
+    tx.executemany(_CLOSE_BEFORE, [(t, e["site"], page, t, t) for e, _, _, page, _, t in fresh])
+    tx.executemany(_END_AT_NEXT, [(e["site"], page, t, e["event_id"])
+                                  for e, _, _, page, _, t in fresh])
+    moves = [i for i in fresh if i[0]["kind"] == "moved"]
+    # The old page's last version ends at the move; the old page is marked moved.
+    tx.executemany(_CLOSE_BEFORE, [(t, e["site"], e["canonical_url"], t, t)
+                                   for e, _, _, _, _, t in moves])
+    _pages(tx, [(e["site"], e["canonical_url"], e["url"], e["page_type"], "moved", e["moved_to"],
+                 None, None, t, None, e["canonical_url"]) for e, _, _, _, _, t in moves])
+    _pages(tx, [(e["site"], page, url, e["page_type"],
+                 "removed" if e["kind"] == "removed" else "alive", None, e["record"],
+                 record_hash(e["record"], None, volatile) if e["record"] is not None else None,
+                 t, e["status"], e["canonical_url"]) for e, _, volatile, page, url, t in fresh])
+    return len(fresh)
 
 
-def _apply_event(tx: Any, event: Mapping[str, Any], body: str | None, volatile: list[str]) -> bool:
-    kind, site, t = event["kind"], event["site"], float(event["detected_at"])
-    page = event["moved_to"] if kind == "moved" else event["canonical_url"]
-    url = event["moved_to"] if kind == "moved" else event["url"]
-    record = event["record"]
-    inserted = tx.execute(
-        "INSERT INTO versions (event_id, site, canonical_url, url, kind, record, valid_from, body,"
-        " event) VALUES (%s, %s, %s, %s, %s, CAST(%s AS {json}), %s, %s, CAST(%s AS {json}))"
-        " ON CONFLICT (event_id) DO NOTHING",
-        (event["event_id"], site, page, url, kind, _dump(record), t, body, _dump(dict(event))))
-    if not inserted:
-        return False  # applied before (a redelivery)
-    tx.executemany("INSERT INTO version_values (event_id, field, text_value, number_value, currency)"
-                   " VALUES (%s, %s, %s, %s, %s) ON CONFLICT (event_id, field) DO NOTHING",
-                   [(event["event_id"], *v) for v in typed_values(record)])
-    _chain(tx, site, page, t, event["event_id"])
-    if kind == "moved":  # the old page's last version ends at the move
-        tx.execute("UPDATE versions SET valid_to = %s WHERE site = %s AND canonical_url = %s"
-                   " AND valid_from < %s AND (valid_to IS NULL OR valid_to > %s)",
-                   (t, site, event["canonical_url"], t, t))
-        _page(tx, site, event["canonical_url"], event["url"], event["page_type"], "moved",
-              event["moved_to"], None, None, t, changed=True)
-        first = tx.value("SELECT first_seen FROM pages WHERE site = %s AND canonical_url = %s",
-                         (site, event["canonical_url"]))
-    else:
-        first = None
-    state = "removed" if kind == "removed" else "alive"
-    digest = record_hash(record, None, volatile) if record is not None else None
-    _page(tx, site, page, url, event["page_type"], state, None,
-          record if record is not None else None, digest, t, changed=True,
-          first_seen=first if first is not None else t, status=event["status"])
-    return True
+def _pages(tx: Any, rows: list[tuple[Any, ...]]) -> None:
+    """Upsert pages' rows from events (site, page, url, page type, state, moved to, record,
+    record hash, time, status, page its history comes from): grouped by whether they carry a
+    record (one without, a removal or a move, keeps the record the row has)."""
+    with_record = [r for r in rows if r[6] is not None]
+    without = [r for r in rows if r[6] is None]
+    for group, keep in ((with_record, True), (without, False)):
+        if group:
+            tx.executemany(_page_sql(keep), [
+                (site, page, url, ptype, state, moved_to, _dump(record), digest,
+                 t, site, origin, t, t, status, t)
+                for site, page, url, ptype, state, moved_to, record, digest, t, status, origin in group])
 
 
-def _chain(tx: Any, site: str, page: str, t: float, identifier: str) -> None:
-    """Keep ``valid_to`` = the next version's ``valid_from`` around a version starting at ``t``."""
-    tx.execute("UPDATE versions SET valid_to = %s WHERE site = %s AND canonical_url = %s"
-               " AND valid_from < %s AND (valid_to IS NULL OR valid_to > %s)",
-               (t, site, page, t, t))
-    tx.execute("UPDATE versions SET valid_to = (SELECT MIN(v.valid_from) FROM versions v"
-               " WHERE v.site = %s AND v.canonical_url = %s AND v.valid_from > %s)"
-               " WHERE event_id = %s", (site, page, t, identifier))
-
-
-def _page(tx: Any, site: str, page: str, url: str, page_type: str | None, state: str,
-          moved_to: str | None, record: Any, digest: str | None, t: float, *, changed: bool,
-          first_seen: float | None = None, status: int | None = None) -> None:
-    """Upsert a page's row from an event at ``t``: its state and record only when no later event
-    was applied (``event_at``); its first sighting the earliest known."""
-    keep_record = record is not None
-    tx.execute(
+def _page_sql(with_record: bool) -> str:
+    """Upsert a page's row from an event: its state, record and URL only when no later event was
+    applied (``event_at``); its first sighting the earliest known (the page it moved from too)."""
+    newer = "pages.event_at IS NULL OR excluded.event_at >= pages.event_at"
+    return (
         "INSERT INTO pages (site, canonical_url, url, page_type, state, moved_to, record,"
         " record_hash, first_seen, last_changed, last_status, event_at)"
-        " VALUES (%s, %s, %s, %s, %s, %s, CAST(%s AS {json}), %s, %s, %s, %s, %s)"
+        " VALUES (%s, %s, %s, %s, %s, %s, CAST(%s AS {json}), %s,"
+        " {least}(%s, COALESCE((SELECT p.first_seen FROM pages p WHERE p.site = %s"
+        "   AND p.canonical_url = %s), %s)),"
+        " %s, %s, %s)"
         " ON CONFLICT (site, canonical_url) DO UPDATE SET"
-        " url = CASE WHEN pages.event_at IS NULL OR excluded.event_at >= pages.event_at"
-        "   THEN excluded.url ELSE pages.url END,"
+        f" url = CASE WHEN {newer} THEN excluded.url ELSE pages.url END,"
         " page_type = COALESCE(excluded.page_type, pages.page_type),"
-        " state = CASE WHEN pages.event_at IS NULL OR excluded.event_at >= pages.event_at"
-        "   THEN excluded.state ELSE pages.state END,"
-        " moved_to = CASE WHEN pages.event_at IS NULL OR excluded.event_at >= pages.event_at"
-        "   THEN excluded.moved_to ELSE pages.moved_to END,"
-        + (" record = CASE WHEN pages.event_at IS NULL OR excluded.event_at >= pages.event_at"
-           "   THEN excluded.record ELSE pages.record END,"
-           " record_hash = CASE WHEN pages.event_at IS NULL OR excluded.event_at >= pages.event_at"
-           "   THEN excluded.record_hash ELSE pages.record_hash END," if keep_record else "")
+        f" state = CASE WHEN {newer} THEN excluded.state ELSE pages.state END,"
+        f" moved_to = CASE WHEN {newer} THEN excluded.moved_to ELSE pages.moved_to END,"
+        + (f" record = CASE WHEN {newer} THEN excluded.record ELSE pages.record END,"
+           f" record_hash = CASE WHEN {newer} THEN excluded.record_hash ELSE pages.record_hash END,"
+           if with_record else "")
         + " first_seen = {least}(COALESCE(pages.first_seen, excluded.first_seen),"
         "   COALESCE(excluded.first_seen, pages.first_seen)),"
         " last_changed = {greatest}(COALESCE(pages.last_changed, excluded.last_changed),"
         "   COALESCE(excluded.last_changed, pages.last_changed)),"
-        " last_status = CASE WHEN excluded.last_status IS NOT NULL AND (pages.event_at IS NULL"
-        "   OR excluded.event_at >= pages.event_at) THEN excluded.last_status ELSE pages.last_status END,"
-        " event_at = {greatest}(COALESCE(pages.event_at, excluded.event_at), excluded.event_at)",
-        (site, page, url, page_type, state, moved_to, _dump(record), digest, first_seen,
-         t if changed else None, status, t))
+        " last_status = CASE WHEN excluded.last_status IS NOT NULL AND (" + newer + ")"
+        "   THEN excluded.last_status ELSE pages.last_status END,"
+        " event_at = {greatest}(COALESCE(pages.event_at, excluded.event_at), excluded.event_at)")
 
 
 def check_row(crawl: str, shard: int, entry_id: str, fields: Mapping[str, str]) -> tuple[Any, ...]:

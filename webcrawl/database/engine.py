@@ -62,6 +62,23 @@ class Tx:
         if rows:
             self.cursor.executemany(self.sql(text), rows)
 
+    def inserted(self, text: str, rows: Sequence[Sequence[Any]]) -> set[Any]:
+        """Run an ``INSERT ... ON CONFLICT DO NOTHING RETURNING <key>`` for each row (pipelined on
+        PostgreSQL); the keys of the rows that went in."""
+        found: set[Any] = set()
+        if not rows:
+            return found
+        if self.kind == "sqlite":
+            for row in rows:
+                self.cursor.execute(self.sql(text), row)
+                found.update(r[0] for r in self.cursor.fetchall())
+            return found
+        self.cursor.executemany(self.sql(text), rows, returning=True)
+        while True:
+            found.update(r[0] for r in self.cursor.fetchall())
+            if not self.cursor.nextset():
+                return found
+
     def rows(self, text: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         self.cursor.execute(self.sql(text), params)
         return [tuple(r) for r in self.cursor.fetchall()]
