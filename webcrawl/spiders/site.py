@@ -57,7 +57,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import math
 import time
 from collections.abc import AsyncIterator, Iterator
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -71,6 +70,9 @@ from webcrawl.parse import PageParser, ParseResult, rules_for_site
 from webcrawl.revisit.priority import REVISIT_PRIORITY
 from webcrawl.sites import SiteConfig
 from webcrawl.spiders._feed import Feed
+from webcrawl.spiders._listers import (
+    GONE_STATUSES, MAX_KEPT_LINKS, MAX_RECHECKS, RECHECK_MEMORY_SECONDS, Listers, redirected,
+)
 from webcrawl.spiders._refusals import Refusals
 from webcrawl.spiders._sitemap import SitemapError, read_sitemap
 
@@ -85,7 +87,8 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["HEADERS_KEPT", "MAX_SITEMAP_NESTING", "SiteSpider"]
+__all__ = ["GONE_STATUSES", "HEADERS_KEPT", "MAX_KEPT_LINKS", "MAX_RECHECKS", "MAX_SITEMAP_NESTING",
+           "RECHECK_MEMORY_SECONDS", "SiteSpider"]
 
 META_PURPOSE = "webcrawl_purpose"
 META_PAGE_TYPE = "webcrawl_page_type"
@@ -93,17 +96,6 @@ META_LASTMOD = "webcrawl_lastmod"
 META_SITEMAP_LEVEL = "webcrawl_sitemap_level"
 #: Response headers copied into ``PageItem.headers`` (validators and what the store may want).
 HEADERS_KEPT = ("ETag", "Last-Modified", "Content-Type", "Date", "Content-Length")
-#: Answers of a known page that say it is gone (handed to ``parse``, not filtered).
-GONE_STATUSES = [404, 410]
-#: Redirects that move a page for good.
-PERMANENT_REDIRECTS = frozenset((301, 308))
-#: Known pages a lister's reading rechecks at most (those it stopped showing).
-MAX_RECHECKS = 20
-#: A page rechecked is not rechecked again by this process for this long (several listers may
-#: stop showing it; its fate is known after one fetch).
-RECHECK_MEMORY_SECONDS = 3600.0
-#: Typed pages a sitemap may list and still be kept for its next reading's rechecks.
-MAX_KEPT_LINKS = 10_000
 #: Sitemap indexes pointing at indexes: deeper levels are counted and not fetched.
 MAX_SITEMAP_NESTING = 3
 PARSE = "webcrawl/parse/"
@@ -141,15 +133,7 @@ class SiteSpider(scrapy.Spider):
         self.max_sitemap_bytes = 0
         self._requested: set[str] = set()
         self._keys: dict[tuple[str, str | None], str] = {}
-        self._seeds: frozenset[str] = frozenset()
-        self._listing_types: frozenset[str] = frozenset()
-        self._lister: tuple[ParseResult, tuple[str, ...] | None] | None = None
-        self._rechecked: dict[str, float] = {}
-        if self.parser is not None and self.site is not None:
-            canonical = self.parser.canonicalizer.canonical
-            self._seeds = frozenset(canonical(u) or u for u in self.site.seeds)
-            self._listing_types = frozenset(t.name for t in self.site.page_types
-                                            if t.listing is not None)
+        self._listers = Listers(self.site, self.parser) if self.site and self.parser else None
         #: where sitemap readings and dates go (set by from_crawler when the crawl has a state)
         self._signals: Any = None
         self._refusals: Refusals | None = None
@@ -305,7 +289,7 @@ class SiteSpider(scrapy.Spider):
         page is a hub), then one :class:`ListingItem` per listed item (unless
         ``WEBCRAWL_LISTING_ITEMS_ENABLED`` is off). Override to add or change items."""
         assert self.site is not None
-        moved_from, moved_url, temporary = _redirected(response)
+        moved_from, moved_url, temporary = redirected(response)
         if temporary:  # not this page's content: only a check that it was fetched
             self._inc(SPIDER + "items/temporary_redirect")
             item = self._item(response, result.url, result.page_type, {}, fetch_time)
@@ -365,46 +349,21 @@ class SiteSpider(scrapy.Spider):
         return item
 
     def _lister_links(self, result: ParseResult) -> tuple[str, ...] | None:
-        """The typed pages a lister shows (sorted): a hub (a page without a page type linking at
-        least one), a page whose type has listing rules, a seed; ``None`` for other pages. Kept
-        for the page just parsed (``parse`` and ``page_items`` both ask)."""
-        if self._lister is not None and self._lister[0] is result:
-            return self._lister[1]
-        shown = self._find_lister_links(result)
-        self._lister = (result, shown)
-        return shown
-
-    def _find_lister_links(self, result: ParseResult) -> tuple[str, ...] | None:
-        assert self.parser is not None
-        rules = self.parser.rules
-        seed = result.url in self._seeds
-        if result.page_type is not None and result.page_type not in self._listing_types and not seed:
-            return None
-        if not rules.page_types:
-            return () if seed else None
-        typed = tuple(sorted({u for u in result.links if rules.page_type(u) is not None}))
-        if typed or seed or result.page_type is not None:
-            return typed
-        return None
+        return self._listers.shown(result) if self._listers is not None else None
 
     def _rechecks(self, unlisted: set[str]) -> Iterator[scrapy.Request]:
         """Fetch at once the known pages a lister stopped showing (module docstring)."""
-        assert self.parser is not None
-        now = time.monotonic()
-        recent = self._rechecked
-        if len(recent) > 50_000:
-            self._rechecked = recent = {u: t for u, t in recent.items()
-                                        if now - t < RECHECK_MEMORY_SECONDS}
-        unlisted = {u for u in unlisted if now - recent.get(u, -math.inf) >= RECHECK_MEMORY_SECONDS}
-        for url in sorted(unlisted)[:MAX_RECHECKS]:
-            recent[url] = now
-            page_type = self.parser.rules.page_type(url)
+        if self._listers is None:
+            return
+        urls, skipped = self._listers.to_recheck(unlisted)
+        for url in urls:
+            page_type = self._listers.page_type(url)
             self._inc(SPIDER + "requests/recheck")
             yield self.revisit_request(url, meta={
-                M.PURPOSE: "revisit", M.PAGE_TYPE: page_type.name if page_type is not None else None,
-                M.CANONICAL_URL: url, M.KNOWN: True, M.RECHECK: True})
-        if len(unlisted) > MAX_RECHECKS:
-            self._inc(SPIDER + "requests/recheck_skipped", len(unlisted) - MAX_RECHECKS)
+                M.PURPOSE: "revisit", M.PAGE_TYPE: page_type, M.CANONICAL_URL: url,
+                M.KNOWN: True, M.RECHECK: True})
+        if skipped:
+            self._inc(SPIDER + "requests/recheck_skipped", skipped)
 
     def _keyed(self, family: str, page_type: str | None) -> str:
         """``family + page type`` (``none`` without one), built once per pair."""
@@ -486,20 +445,6 @@ class SiteSpider(scrapy.Spider):
         stats = self.crawler.stats
         assert stats is not None
         stats.inc_value(key, count)
-
-
-def _redirected(response: Response) -> tuple[str | None, str | None, bool]:
-    """How a known page's revisit reached this response: ``(moved_from, moved_url, temporary)``:
-    the known page (canonical, and as fetched) when only permanent redirects led here, and
-    whether a temporary one did. Discovery requests and answers without redirects: nothing."""
-    meta = response.meta
-    urls = meta.get("redirect_urls")
-    if not urls or not meta.get(M.KNOWN):
-        return None, None, False
-    reasons = meta.get("redirect_reasons") or []
-    if not reasons or any(r not in PERMANENT_REDIRECTS for r in reasons):
-        return None, None, True
-    return meta.get(M.CANONICAL_URL), urls[0], False
 
 
 def _lastmod(value: Any) -> float | None:
