@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from webcrawl.change import FetchNote, FetchNotes, TrustPolicy, ValidatorTrust
+from webcrawl.change import TrustPolicy, ValidatorTrust
 
 POLICY = TrustPolicy(earn_after=3, ignore_limit=3, lie_limit=1, retry_seconds=100.0, verify_share=0.1)
 
@@ -58,15 +58,3 @@ def test_policy_refuses_bad_thresholds(kwargs):
 def test_earn_after_zero_trusts_on_the_first_confirmation():
     trust = ValidatorTrust()
     assert trust.observe("confirmed", 0, TrustPolicy(earn_after=0)) == "trusted"
-
-
-def test_fetch_notes_are_bounded_and_popped_once():
-    notes = FetchNotes(capacity=2)
-    for i in range(3):
-        notes.put(f"u{i}", FetchNote(i, "h"))
-    assert notes.evicted == 1 and len(notes) == 2
-    assert notes.pop("u0") is None
-    assert notes.pop("u2") == FetchNote(2, "h")
-    assert notes.pop("u2") is None
-    with pytest.raises(ValueError):
-        FetchNotes(0)

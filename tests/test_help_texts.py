@@ -18,7 +18,8 @@ UNWANTED = re.compile(r":(class|func|meth|mod|attr):|``|\bissues?\b|\bsessions?\
                       r"(?<![\w.])/(usr|home|work|tmp|opt|root)/", re.I)
 
 
-@pytest.mark.parametrize("name", ["crawl", "crawlstate", "exclude", "body", "checksites", "report"])
+@pytest.mark.parametrize("name", ["crawl", "crawlstate", "exclude", "body", "checksites", "report",
+                                  "events", "records", "history", "dbwriter"])
 def test_command_help(name: str) -> None:
     command = import_module(f"webcrawl.commands.{name}").Command()
     command.settings = Settings()

@@ -249,6 +249,6 @@ def test_a_record_of_the_previous_layout_reads_with_the_new_fields_at_zero(pages
 
 
 def test_a_land_op_with_the_wrong_arguments_is_refused_before_it_is_sent(pages: Pages) -> None:
-    with pytest.raises(ValueError, match="land op O takes 26 arguments, got 2"):
+    with pytest.raises(ValueError, match="land op O takes 27 arguments, got 2"):
         pages.batch.land(HOST, ("O", [URL, "f"]))
     assert len(pages.batch) == 0

@@ -73,8 +73,8 @@ class PageItem:
     moved_url: str | None = None
     extraction_errors: dict[str, str] = field(default_factory=dict)
     links: tuple[str, ...] = ()
-    #: A fetch that lands no observation but is logged as a check with this outcome (the end of
-    #: a temporary redirect of a known page: ``redirected``).
+    #: A fetch that lands no observation but is logged as a check of the page fetched, with this
+    #: outcome (where a known page's temporary redirect led: ``redirected``).
     check_only: str | None = None
     event: dict[str, Any] | None = None
 
@@ -85,8 +85,8 @@ class ListingItem:
 
     ``url`` is the listing page's URL (as fetched), ``item_url`` the listed item's canonical
     absolute URL, ``summary`` the listing rule's summary fields (a later fetch of the item is worth
-    making only when they changed). ``fetch_time`` is seconds since the epoch. The record-hash and
-    body-store pipelines pass it through untouched.
+    making only when they changed). ``fetch_time`` is seconds since the epoch. The record-hash pipeline
+    passes it through untouched; the listing pipeline reads it; no feed gets it.
     """
 
     url: str

@@ -1,4 +1,4 @@
-"""Change detection, pure: record hashes, validator trust per host, fetch notes.
+"""Change detection, pure: record hashes, validator trust per host, change events.
 
 No Scrapy, no Redis, no clock: the pipelines and the conditional-request middleware wire it in
 (see docs/change-detection.md).
@@ -6,7 +6,6 @@ No Scrapy, no Redis, no clock: the pipelines and the conditional-request middlew
 
 from __future__ import annotations
 
-from webcrawl.change.notes import FetchNote, FetchNotes
 from webcrawl.change.record import RECORD_HASH_VERSION, canonical_json, normalise, record_hash
 from webcrawl.change.trust import EVENTS, STATES, Event, State, TrustPolicy, ValidatorTrust
 
@@ -15,8 +14,6 @@ __all__ = [
     "RECORD_HASH_VERSION",
     "STATES",
     "Event",
-    "FetchNote",
-    "FetchNotes",
     "State",
     "TrustPolicy",
     "ValidatorTrust",

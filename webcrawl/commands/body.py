@@ -1,7 +1,7 @@
 """``scrapy body``: read a site's body store.
 
     scrapy body <site> <url> [--as-of TIME] [--meta]   the stored body (latest, or as of TIME)
-    scrapy body <site> --pointer P [--meta]             the body a page history points at
+    scrapy body <site> --pointer P [--meta]             the body a change event or a version points at
     scrapy body <site> --verify                         check every record and index; status 1 if damaged
     scrapy body <site> --warc FILE [--as-of TIME]       export each URL's latest body to WARC
 
@@ -65,7 +65,7 @@ class Command(ScrapyCommand):
     def long_desc(self) -> str:
         return (
             "Print the body stored for a URL (the newest, or the newest fetched at or before "
-            "--as-of TIME; --meta prints its header instead) or at a pointer from the page history "
+            "--as-of TIME; --meta prints its header instead) or at a pointer from a change event or a version "
             "(--pointer P), check every record and index of the site's store (--verify; exit "
             "status 1 if anything is damaged), or export each URL's latest body to a WARC file "
             "(--warc FILE, gzipped when it ends in .gz). The store is "
@@ -79,7 +79,7 @@ class Command(ScrapyCommand):
         super().add_options(parser)
         parser.add_argument("--as-of", dest="as_of", metavar="TIME",
                             help="the newest body fetched at or before TIME")
-        parser.add_argument("--pointer", metavar="P", help="the body stored at pointer P (from the page history)")
+        parser.add_argument("--pointer", metavar="P", help="the body stored at pointer P (from a change event or a version)")
         parser.add_argument("--meta", action="store_true", help="print the record's header, not the body")
         parser.add_argument("--verify", action="store_true", help="check the whole store")
         parser.add_argument("--warc", metavar="FILE", help="export each URL's latest body to FILE")

@@ -69,7 +69,11 @@ class Command(ScrapyCommand):
         with command_database(self.settings) as db, db.transaction() as tx:
             lines = copy_now(tx, args[0]) if at is None else copy_as_of(tx, args[0], at)
             if opts.output is None:
-                write_lines(lines, sys.stdout)
+                try:
+                    write_lines(lines, sys.stdout)
+                    sys.stdout.flush()
+                except BrokenPipeError:  # the reader stopped (| head): nothing more to say
+                    sys.stdout = None  # type: ignore[assignment]  # no flush error at exit
                 return
             try:
                 with open(opts.output, "w", encoding="utf-8", newline="") as out:

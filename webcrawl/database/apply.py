@@ -25,7 +25,7 @@ from typing import Any
 from webcrawl.change import record_hash
 from webcrawl.change.events import event_id
 
-__all__ = ["apply_checks", "apply_events", "check_row", "roll_up", "typed_values"]
+__all__ = ["apply_checks", "apply_events", "check_row", "forget_site", "roll_up", "typed_values"]
 
 #: The outcomes a check counts as a change in ``check_days``.
 CHANGES = frozenset(("new", "changed", "moved", "restored", "removed"))
@@ -176,6 +176,15 @@ def apply_checks(tx: Any, rows: Sequence[tuple[Any, ...]]) -> None:
         "   THEN excluded.last_status ELSE pages.last_status END,"
         " last_checked = {greatest}(COALESCE(pages.last_checked, excluded.last_checked), excluded.last_checked)",
         [(r[1], r[2], r[3], r[4], r[5], r[5], r[6]) for r in rows])
+
+
+def forget_site(tx: Any, site: str) -> int:
+    """Delete everything the database holds of ``site`` (a crawl started over); rows deleted."""
+    deleted = tx.execute("DELETE FROM version_values WHERE event_id IN"
+                         " (SELECT event_id FROM versions WHERE site = %s)", (site,))
+    for table in ("versions", "checks", "check_days", "pages"):
+        deleted += tx.execute(f"DELETE FROM {table} WHERE site = %s", (site,))
+    return deleted
 
 
 def roll_up(tx: Any, cutoff: float) -> int:

@@ -136,9 +136,11 @@ class DatabaseWriter:
                 self.counts.rolled_up += roll_up(tx, now - self.checks_retention)
             self.checks.trim_consumed(GROUP)
 
-    def run(self, stop: threading.Event, *, idle_seconds: float = 0.5) -> None:
+    def run(self, stop: threading.Event, *, idle_seconds: float = 0.5,
+            drain_seconds: float = 10.0) -> None:
         """Step until ``stop`` is set, waiting ``idle_seconds`` when nothing is new and longer
-        (growing) while the database or Redis does not answer; a last step drains what is there."""
+        (growing) while the database or Redis does not answer; then drain what is there for at
+        most ``drain_seconds``."""
         pause = 0.0
         while not stop.is_set():
             try:
@@ -157,7 +159,7 @@ class DatabaseWriter:
             pause = 0.0
             if not done:
                 stop.wait(idle_seconds)
-        self.drain()
+        self.drain(drain_seconds)
 
     def drain(self, seconds: float = 10.0) -> None:
         """Apply what is there now (a closing crawl's last events), for at most ``seconds``."""

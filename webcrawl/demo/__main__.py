@@ -93,6 +93,24 @@ def start_shop(paths: Paths, port: int = 0) -> ServerProcess:
     return shop
 
 
+def _forget_copy(paths: Paths) -> None:
+    """Delete the demo's pages from the local copy (``--fresh``: the crawl starts over); the
+    database is ``WEBCRAWL_DATABASE_URL`` or ``webcrawl.db`` in the data folder, if there is one."""
+    url = os.environ.get("WEBCRAWL_DATABASE_URL") or str(paths.data_dir / "webcrawl.db")
+    if "://" not in url and not Path(url).exists():
+        return
+    from webcrawl.database import migrate, open_database
+    from webcrawl.database.apply import forget_site
+
+    db = open_database(url)
+    try:
+        migrate(db)
+        with db.transaction() as tx:
+            forget_site(tx, SITE)
+    finally:
+        db.close()
+
+
 def _settings(redis_url: str | None, paths: Paths) -> dict[str, object]:
     """Where the crawl state is: the same for the crawl, the report and this process."""
     return {"WEBCRAWL_DATA_DIR": paths.data_dir, **({"WEBCRAWL_REDIS_URL": redis_url} if redis_url else {})}
@@ -182,6 +200,7 @@ def main(argv: list[str] | None = None) -> int:
     paths = Paths(Path(os.environ.get("WEBCRAWL_DATA_DIR") or ".webcrawl").resolve())
     if args.fresh:
         paths.clear()
+        _forget_copy(paths)
     redis_url = os.environ.get("WEBCRAWL_REDIS_URL") or None
     try:
         handle = open_handle(redis_url, paths.data_dir)

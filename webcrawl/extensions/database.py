@@ -101,6 +101,7 @@ class DatabaseExtension:
 
     def spider_opened(self) -> None:
         self._thread = threading.Thread(target=self.writer.run, args=(self._stop,),
+                                        kwargs={"drain_seconds": self.drain_seconds},
                                         name="webcrawl-database", daemon=True)
         self._thread.start()
         self._loop.start(5.0, now=False)

@@ -277,7 +277,8 @@ class CostHealthMiddleware:
         self.runtime.batch.land(host, op, answered)
 
     def item_verdict(self, item: Any) -> None:
-        """``item_scraped`` / ``item_dropped``: a page's verdict (new, changed, unchanged, ...)
+        """``item_scraped`` / ``item_dropped``: a page's verdict (new, changed, unchanged, suspect,
+        removed, gone, error)
         as the record-hash pipeline judged it, counted in the current cycle's figures: from the
         page item, or from the change event the feed got instead of it."""
         if isinstance(item, PageItem) and item.change is not None:

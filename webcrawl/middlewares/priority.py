@@ -1,9 +1,10 @@
 """Cost-aware priority: every request the spider yields gets its purpose, page type, expected cost
 and a priority = value x gain / expected cost (revisit-model.md section 4).
 
-Known pages are not the spider's business any more: their revisits come out of their hosts' due
-queues when the allocator says (:mod:`webcrawl.extensions.allocator`). What the spider yields is
-new: seeds, links, sitemap entries (URLs the seen filter has not met) and sitemaps. For each:
+Known pages' revisits come out of their hosts' due queues when the allocator says
+(:mod:`webcrawl.extensions.allocator`). What the spider yields is mostly new: seeds, links,
+sitemap entries (URLs the seen filter has not met) and sitemaps; besides, rechecks of known pages
+a lister stopped showing (``meta["webcrawl_known"]``). For each:
 
 - ``meta["webcrawl_purpose"]``: kept when set; else ``robots`` for a ``/robots.txt``, ``sitemap``
   for one of the site's sitemaps, ``discovery`` otherwise.
@@ -15,8 +16,9 @@ new: seeds, links, sitemap entries (URLs the seen filter has not met) and sitema
 - ``meta["webcrawl_expected_cost"]``: the page type's mean cost as the allocator last published
   it (``WEBCRAWL_COST_DEFAULT_BYTES`` or one credit or request until measured), times the host's
   health multiplier.
-- ``request.priority`` = :func:`scrapy_priority` of the score, inside a band by purpose:
-  robots.txt, then sitemaps, then pages.
+- ``request.priority`` = :func:`scrapy_priority` of the score, inside a band
+  (:func:`webcrawl.revisit.priority.band_for`): robots.txt, then sitemaps, then known pages, then
+  pages a page read again newly lists and pages without a page type a hub links, then the rest.
 
 No Redis round trip per request: published costs and host health are read at most every few
 seconds, and a host this process has not read yet counts as healthy until its read, sent behind

@@ -139,7 +139,7 @@ class RecordHashPipeline:
 
     def _count(self, item: PageItem) -> None:
         for key in ("webcrawl/records", f"webcrawl/records/{item.change}",
-                    f"webcrawl/records/{item.change}/{item.page_type}"):
+                    f"webcrawl/records/{item.change}/{item.page_type or 'none'}"):
             self.stats.inc_value(key)
 
     def _event(self, item: PageItem, host: str, reply: list[Any]) -> None:

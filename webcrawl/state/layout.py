@@ -19,7 +19,7 @@ Shard keys (``webcrawl:{<crawl>:<k>}:`` + name):
 | name | type | holds |
 | --- | --- | --- |
 | ``frontier`` | zset (lex) | queued requests: ``<host>\\0<priority key>\\0<seq>|<json>`` |
-| ``due`` | zset (lex) | known pages to revisit: ``<host>\\0<class><due ms>\\0<kind><url>`` (class 0: sitemaps, first once due; 1: pages) |
+| ``due`` | zset (lex) | known pages to revisit: ``<host>\\0<class><due ms>\\0<kind><url>`` (class 0: sitemaps and hubs, first once due; 1: pages) |
 | ``ready:new`` | zset | host -> next-allowed time, hosts with queued requests |
 | ``ready:due`` | zset | host -> max(next-allowed time, earliest due), hosts with revisits |
 | ``next`` | hash | host -> next-allowed time (server clock) |

@@ -4,7 +4,8 @@ host's shard), read and written by the Lua scripts and by Python alike.
 The layout is declared once, in :data:`FIELDS`; :data:`LUA` is the Lua code the scripts use to
 read and write it (with the ``struct`` library Redis scripting ships), generated from the same
 list as Python's format and numpy's dtypes, so the sides cannot drift apart. Fields are stored
-as small as their use allows (:data:`FIELDS` says how: 156 bytes a record, 194 before) and read back as
+as small as their use allows (:data:`FIELDS` says how: 165 bytes a record; 156 before ``state`` and ``body8`` were
+added, a layout still read) and read back as
 wider types; a record shorter than :data:`SIZE` was written by another layout and is refused
 with a message saying so.
 

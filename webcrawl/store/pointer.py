@@ -1,4 +1,4 @@
-"""Pointers: where one stored body is, in the text form a page history keeps.
+"""Pointers: where one stored body is, in the text form change events, checks and the database keep.
 
 Two text forms, both read by :meth:`Pointer.parse`:
 
@@ -12,7 +12,7 @@ Two text forms, both read by :meth:`Pointer.parse`:
   ``bodies/``) on this machine.
 
 The names a pointer carries are checked here, once: a machine name is printable, not empty,
-without ``/`` or whitespace (a page history separates fields with tabs); a writer name is ``w``
+without ``/`` or whitespace; a writer name is ``w``
 and a number without leading zeros, so a pointer can never name a path outside ``bodies/``.
 """
 
