@@ -124,7 +124,7 @@ class Filler:
                     event=EventArgs(site="bench", page_type="product", url=url, status=200,
                                     record=encode_record(shop_record(rng)), pointer=pointer,
                                     body8=rng.getrandbits(64).to_bytes(8, "little"))))
-                self.batch.land(item.host, finished_op())
+                self.batch.land(item.host, finished_op(t))
                 self.batch.ack(item.shard, owner, item.lease)
                 done += 1
             self.batch.flush()
