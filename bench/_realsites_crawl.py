@@ -33,8 +33,27 @@ from bench._scheduler_redis import cpu_seconds
 
 VANILLA, WEBCRAWL, WEBCRAWL_UNIX, WEBCRAWL_TCP = "vanilla", "webcrawl", "webcrawl unix", "webcrawl tcp"
 WEBCRAWL_NO_DB, WEBCRAWL_BEFORE = "webcrawl no db", "webcrawl before"
+#: Download handlers webcrawl can be crawled with instead of its own (``BENCH_REALSITES_CLIENTS``,
+#: each a contender ``webcrawl <client>``): the libraries the HTTP client was chosen among
+#: (docs/http.md), and Scrapy's own HTTP/1.1 handler.
+CLIENT_HANDLERS = {
+    "aiohttp": "scrapy_download_handlers_incubator.AiohttpDownloadHandler",
+    "curl-cffi": "scrapy_download_handlers_incubator.CurlCffiDownloadHandler",
+    "pyreqwest": "scrapy_download_handlers_incubator.PyreqwestDownloadHandler",
+    "twisted": "scrapy.core.downloader.handlers.http11.HTTP11DownloadHandler",
+}
+CLIENT_PREFIX = "webcrawl "
 #: The webcrawl contenders that run on the embedded redis-server of a fresh data folder.
-EMBEDDED = (WEBCRAWL, WEBCRAWL_NO_DB, WEBCRAWL_BEFORE)
+EMBEDDED = (WEBCRAWL, WEBCRAWL_NO_DB, WEBCRAWL_BEFORE,
+            *(CLIENT_PREFIX + name for name in CLIENT_HANDLERS))
+
+
+def client_settings(contender: str) -> dict[str, object]:
+    """The settings that make ``webcrawl <client>`` fetch with that client's handler (the SSRF
+    guard's start-up check accepts it: the site's address is allowed anyway)."""
+    path = CLIENT_HANDLERS[contender.removeprefix(CLIENT_PREFIX)]
+    return {"DOWNLOAD_HANDLERS": json.dumps({"http": path, "https": path}, separators=(",", ":")),
+            "WEBCRAWL_SSRF_ACCEPT_UNCHECKED": True}
 
 #: Page types of each site file: (name, URL regex searched in the path part). Every page gets the
 #: same record as the baseline's items: its first heading and its section headings.
@@ -109,6 +128,8 @@ def command(contender: str, corpus: Corpus, base_url: str, folder: Path, tag: st
         settings["WEBCRAWL_DATABASE_ENABLED"] = False
     elif contender == WEBCRAWL_BEFORE:
         env["PYTHONPATH"] = os.environ["BENCH_REALSITES_BASELINE_SOURCE"]
+    elif contender.removeprefix(CLIENT_PREFIX) in CLIENT_HANDLERS:
+        settings.update(client_settings(contender))
     return scrapy_command(site_name(corpus), settings), env
 
 

@@ -18,7 +18,9 @@ leaves out the runs on Redis over TCP), ``BENCH_REALSITES_WRITE`` (1; 0 leaves
 docs/benchmarks.md alone), ``BENCH_REALSITES_KEEP`` (0; 1 keeps the crawl logs),
 ``BENCH_REALSITES_WEBCRAWL_SETTINGS`` (``NAME=value ...`` added to every webcrawl crawl, for A/B
 runs), ``BENCH_REALSITES_BASELINE_SOURCE`` (another checkout of webcrawl, crawled as ``webcrawl
-before``: e.g. ``git worktree add /tmp/before <commit>``).
+before``: e.g. ``git worktree add /tmp/before <commit>``), ``BENCH_REALSITES_CLIENTS`` (download
+handlers crawled as ``webcrawl <client>`` besides webcrawl's own: ``aiohttp``, ``curl-cffi``,
+``pyreqwest``, ``twisted``; docs/http.md).
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from pathlib import Path
 from bench._latency_proxy_process import ProxyProcess, measure_added_rtt
 from bench._realsites_corpus import CORPORA, Corpus, reachable_files
 from bench._realsites_crawl import (
-    VANILLA, WEBCRAWL, WEBCRAWL_BEFORE, WEBCRAWL_NO_DB, WEBCRAWL_TCP, WEBCRAWL_UNIX, run, site_file,
+    CLIENT_HANDLERS, CLIENT_PREFIX, VANILLA, WEBCRAWL, WEBCRAWL_BEFORE, WEBCRAWL_NO_DB, WEBCRAWL_TCP, WEBCRAWL_UNIX, run, site_file,
     site_name,
 )
 from bench._realsites_nginx import Nginx
@@ -50,6 +52,16 @@ def concurrency() -> dict[str, int]:
 
     return {"CONCURRENT_REQUESTS": project.CONCURRENT_REQUESTS,
             "CONCURRENT_REQUESTS_PER_DOMAIN": project.CONCURRENT_REQUESTS_PER_DOMAIN}
+
+
+def clients() -> list[str]:
+    """``BENCH_REALSITES_CLIENTS``: the download handlers crawled as ``webcrawl <client>``."""
+    names = [n for n in os.environ.get("BENCH_REALSITES_CLIENTS", "").replace(",", " ").split() if n]
+    unknown = [n for n in names if n not in CLIENT_HANDLERS]
+    if unknown:
+        raise SystemExit(f"BENCH_REALSITES_CLIENTS: {unknown[0]!r} is not one of "
+                         f"{', '.join(CLIENT_HANDLERS)}")
+    return names
 
 
 def measure(contender: str, corpus: Corpus, nginx: Nginx, reachable: dict[str, int], folder: Path,
@@ -93,6 +105,7 @@ def main() -> None:
     contenders = [VANILLA, WEBCRAWL, WEBCRAWL_NO_DB] + ([WEBCRAWL_UNIX, WEBCRAWL_TCP] if latency > 0 else [])
     if os.environ.get("BENCH_REALSITES_BASELINE_SOURCE"):
         contenders.append(WEBCRAWL_BEFORE)
+    contenders += [CLIENT_PREFIX + name for name in clients()]
     folder = Path(tempfile.mkdtemp(prefix="bench-realsites-"))
     for sub in ("sites", "cwd", "nginx", "redis"):
         (folder / sub).mkdir()

@@ -32,7 +32,7 @@ CASES: list[tuple[list[str], list[str]]] = [
     (["crawl", "follow", "-a", SEEDS, "-s", "WEBCRAWL_ALLOWED_PRIVATE_NETWORKS=[\"10.0.0.0/8\""],
      ["WEBCRAWL_ALLOWED_PRIVATE_NETWORKS", "is not a JSON list"]),
     (["crawl", "follow", "-a", SEEDS, "-s", "WEBCRAWL_HTTP_CLIENT=curl"],
-     ["WEBCRAWL_HTTP_CLIENT='curl'", "expected one of asyncio, twisted"]),
+     ["WEBCRAWL_HTTP_CLIENT='curl'", "the setting is gone"]),
     (["crawl", "follow", "-a", SEEDS, "-s", "WEBCRAWL_REDIS_URL=redis://127.0.0.1:1"],
      ["Redis at redis://127.0.0.1:1 does not answer", "WEBCRAWL_REDIS_URL"]),
     (["checksites", "-s", "WEBCRAWL_SITES_DIR=/nope"], ["WEBCRAWL_SITES_DIR='/nope'"]),

@@ -23,6 +23,7 @@ CSS = "a CSS selector that selectolax parses (no ::text or ::attr(); use attr)"
 SCOPE = "a URL on one of the allowed_domains ['shop.example']"
 TIER = "a tier 1 to 4 or one of 'low', 'normal', 'high', 'critical'"
 ROOT_KEYS = ("allowed_domains, allowed_private_networks, budget, cookies_enabled, limits, name, "
+             "network, "
              "objective, page_types, politeness, seeds, sitemaps, spider, trust")
 
 CASES: list[tuple[str, Any, str]] = [

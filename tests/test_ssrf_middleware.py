@@ -292,28 +292,26 @@ class OwnHandler:
     """A download handler that resolves names by itself (as scrapy-playwright's does)."""
 
 
-def test_a_proxy_from_the_environment_stops_the_crawl_at_start_up(monkeypatch):
+SCRAPYS = {"http": "scrapy.core.downloader.handlers.http11.HTTP11DownloadHandler",
+           "https": "scrapy.core.downloader.handlers.http11.HTTP11DownloadHandler"}
+
+
+def test_a_proxy_from_the_environment_stops_a_crawl_on_scrapys_handler(monkeypatch):
     monkeypatch.setenv("https_proxy", "http://proxy.example:3128")
     with pytest.raises(ValueError, match=r"^HTTPPROXY_ENABLED: .*proxy\.example:3128"):
-        middleware()
-    assert middleware(HTTPPROXY_ENABLED=False) is not None
-    assert middleware(WEBCRAWL_SSRF_ACCEPT_UNCHECKED=True) is not None
+        middleware(DOWNLOAD_HANDLERS=SCRAPYS)
+    assert middleware(DOWNLOAD_HANDLERS=SCRAPYS, HTTPPROXY_ENABLED=False) is not None
+    assert middleware(DOWNLOAD_HANDLERS=SCRAPYS, WEBCRAWL_SSRF_ACCEPT_UNCHECKED=True) is not None
     webcrawl = {"scrapy.downloadermiddlewares.httpproxy.HttpProxyMiddleware": None}
-    assert middleware(DOWNLOADER_MIDDLEWARES=webcrawl) is not None
+    assert middleware(DOWNLOAD_HANDLERS=SCRAPYS, DOWNLOADER_MIDDLEWARES=webcrawl) is not None
 
 
-def test_webcrawls_handler_refuses_a_proxy_set_per_request():
-    from webcrawl.net.handler import GuardedDownloadHandler, ProxyRefused
-
-    crawler = get_crawler(settings_dict={})
-    handler = GuardedDownloadHandler(crawler)
-    request = Request("http://example.com/", meta={"proxy": "http://proxy.example:3128"})
-    with pytest.raises(ProxyRefused):
-        handler.download_request(request).send(None)
-    assert crawler.stats.get_value("ssrf/refused/proxy") == 1
-    accepted = GuardedDownloadHandler(get_crawler(settings_dict={
-        "WEBCRAWL_SSRF_ACCEPT_UNCHECKED": True}))
-    assert not accepted.refuse_proxies
+def test_webcrawls_handler_takes_a_proxy_from_the_environment(monkeypatch):
+    """Its proxied requests are judged before they are sent (tests/test_proxy_forward.py)."""
+    monkeypatch.setenv("https_proxy", "http://proxy.example:3128")
+    own = {"http": "webcrawl.net.handler.GuardedDownloadHandler",
+           "https": "webcrawl.net.handler.GuardedDownloadHandler"}
+    assert middleware(DOWNLOAD_HANDLERS=own) is not None
 
 
 TWO_CRAWLERS = textwrap.dedent(

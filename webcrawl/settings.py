@@ -111,7 +111,7 @@ REDIRECT_MAX_TIMES = 10
 DOWNLOAD_MAXSIZE = 32 * 1024 * 1024
 DOWNLOAD_WARNSIZE = 8 * 1024 * 1024
 DOWNLOAD_HANDLERS = {"file": None, "data": None, "ftp": None, "s3": None,
-                     # Scrapy's HTTP/1.1 handler, connecting with this crawler's SSRF allowance.
+                     # aiohttp under the SSRF guard, proxies, verified TLS (docs/http.md).
                      "http": "webcrawl.net.handler.GuardedDownloadHandler",
                      "https": "webcrawl.net.handler.GuardedDownloadHandler"}
 # A deadline on the whole answer (a body dripping a byte now and then is cut too): slow hosts

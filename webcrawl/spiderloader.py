@@ -1,6 +1,7 @@
 """A spider loader that makes every site file a spider, next to the project's Python spiders.
 
-Set ``SPIDER_LOADER_CLASS = "webcrawl.spiderloader.SiteSpiderLoader"``: ``scrapy list``,
+Set ``SPIDER_LOADER_CLASS = "webcrawl.spiderloader.SiteSpiderLoader"`` (webcrawl's project does;
+its add-on does before any spider loader is built, :mod:`webcrawl.addon`): ``scrapy list``,
 ``scrapy crawl <site>`` and scrapyd's listspiders then see the Python spiders of
 ``SPIDER_MODULES`` (through Scrapy's own loader) and one spider per site file.
 
@@ -124,6 +125,7 @@ def site_settings(site: SiteConfig) -> dict[str, Any]:
         "WEBCRAWL_DOMAIN_DELAY_SECONDS": site.politeness.min_delay_seconds,
         "WEBCRAWL_FRONTIER_MAX_PER_DOMAIN": site.limits.frontier_cap,
         "WEBCRAWL_ALLOWED_PRIVATE_NETWORKS": [str(n) for n in site.allowed_private_networks],
+        **site.network.settings(),  # proxies and TLS (network.* in the site file)
     }
 
 

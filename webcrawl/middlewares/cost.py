@@ -7,6 +7,11 @@ Every attempt that reaches the network is measured once, in :meth:`process_respo
 | billing | an answer | a failure (429, 5xx, timeout, connection error) |
 | --- | --- | --- |
 | ``bandwidth`` | request + response bytes on the wire (status line, headers, body as sent) | the same for a failed answer; the request's bytes for a transfer cut off or timed out; 0 when no connection was made |
+
+Through a proxy (``WEBCRAWL_PROXIES``, ``meta["proxy"]``), whose gateway bills every byte, the
+bytes are those the download handler counted at the socket (:mod:`webcrawl.net.meter`): request
+and answer as sent, the ``CONNECT`` exchange and TLS of an https target, and whatever a failed
+transfer moved before it failed.
 | ``credits`` | 1 (a 304, a redirect, a 404 are answers) | 0 |
 | ``requests`` | 1 | 1 |
 
@@ -68,6 +73,7 @@ from twisted.web._newclient import ResponseFailed
 
 from webcrawl import meta as M
 from webcrawl.items import ChangeEvent, PageItem
+from webcrawl.net.meter import measured_bytes
 from webcrawl.revisit import BillingModel
 from webcrawl.runtime import CrawlRuntime
 from webcrawl.state.hosts import attempt_op
@@ -169,7 +175,9 @@ class CostHealthMiddleware:
     # -- Scrapy hooks ------------------------------------------------------------------------
 
     def process_response(self, request: Request, response: Response) -> Response:
-        wire = request_wire_bytes(request) + wire_bytes(response)
+        wire = measured_bytes(request.meta)
+        if wire is None:
+            wire = request_wire_bytes(request) + wire_bytes(response)
         failed = response.status in self.bad_statuses or response.status == 429 or response.status >= 500
         outcome = "failed" if failed else ("not_modified" if response.status == 304 else "full")
         bad = response.status in self.bad_statuses
@@ -190,7 +198,9 @@ class CostHealthMiddleware:
     def process_exception(self, request: Request, exception: BaseException) -> None:
         if not isinstance(exception, NETWORK_ERRORS):
             return  # IgnoreRequest and friends: nothing went over the wire
-        wire = 0 if isinstance(exception, NO_CONNECTION) else request_wire_bytes(request)
+        wire = measured_bytes(request.meta)
+        if wire is None:
+            wire = 0 if isinstance(exception, NO_CONNECTION) else request_wire_bytes(request)
         billed = self._measure(request, "failed", wire)
         self._health(request, ok=False,
                      reason="timeout" if isinstance(exception, TIMEOUTS) else "connection",

@@ -18,9 +18,10 @@ a redirect is a new request, so every hop is judged before anything connects to 
   not even queued;
 - hosts written as refused IP addresses: ``ssrf/refused/{reason}``.
 
-Host names are judged on the addresses they resolve to by :class:`GuardedResolver` when the
-connection is made (so DNS rebinding does not get through), with this crawler's allowance (see
-:mod:`webcrawl.net.resolver`). This middleware makes sure the resolver is installed, turns its
+Host names are judged on the addresses they resolve to when the connection is made (so DNS
+rebinding does not get through), with this crawler's allowance: by webcrawl's download handler's
+own resolver (:mod:`webcrawl.net.dns`), which refuses the download itself (``ssrf/refused/{reason}``),
+or, for Scrapy's own handlers, by the reactor's :class:`GuardedResolver` (:mod:`webcrawl.net.resolver`). This middleware makes sure the resolver is installed, turns its
 refusals (DNS lookup errors) into ``IgnoreRequest`` with a stat before RetryMiddleware retries
 them, and refuses further requests to a refused name for a minute without another lookup.
 
@@ -28,15 +29,17 @@ them, and refuses further requests to a refused name for a minute without anothe
 metadata may be connected to); the scope still holds.
 
 Fails closed. With the guard on, the crawl does not start (a ``ValueError`` naming the setting)
-when a route would connect without the check: an http or https download handler that does not
-resolve through the reactor's resolver (``DOWNLOAD_HANDLERS``), or an HTTP proxy from the
-environment (``http_proxy``/``https_proxy``, used by HttpProxyMiddleware); a proxy set per
-request is refused by the download handler. ``WEBCRAWL_SSRF_ACCEPT_UNCHECKED = True`` accepts
-those risks (literal IPs are still checked here).
+when a route would connect without the check: an http or https download handler other than
+webcrawl's that does not resolve through the reactor's resolver (``DOWNLOAD_HANDLERS``), or,
+with such a handler, an HTTP proxy from the environment (``http_proxy``/``https_proxy``, used by
+HttpProxyMiddleware). webcrawl's handler judges a proxied request's host before sending it
+(:mod:`webcrawl.net.handler`; the proxy resolves the name again itself: the documented limit).
+``WEBCRAWL_SSRF_ACCEPT_UNCHECKED = True`` accepts those risks (literal IPs are still checked
+here).
 
 Stats: ``ssrf/refused`` and ``ssrf/refused/{reason}`` with the reasons of
 :mod:`webcrawl.net.addresses` (``loopback``, ``private``, ``link_local``, ``metadata``,
-``multicast``, ``reserved``, ``unspecified``, ``invalid``), ``scheme``, ``origin`` and ``proxy``;
+``multicast``, ``reserved``, ``unspecified``, ``invalid``), ``scheme`` and ``origin``;
 ``offsite/refused`` and ``offsite/refused/{purpose}``.
 """
 
@@ -67,8 +70,11 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-#: Download handlers that connect through the reactor's name resolver (so through the guard).
-CHECKED_HANDLERS = ("scrapy.core.downloader.handlers.http11.HTTP11DownloadHandler",
+#: Download handlers whose connections the guard judges: webcrawl's own (its resolver judges every
+#: answer, and a proxied request's host before sending), and Scrapy's, which resolve through the
+#: reactor's name resolver (webcrawl.net.resolver).
+OWN_HANDLER = "webcrawl.net.handler.GuardedDownloadHandler"
+CHECKED_HANDLERS = (OWN_HANDLER, "scrapy.core.downloader.handlers.http11.HTTP11DownloadHandler",
                     "scrapy.core.downloader.handlers.http2.H2DownloadHandler")
 _ACCEPT = ("set WEBCRAWL_SSRF_ACCEPT_UNCHECKED = True to accept that risk, or "
            "WEBCRAWL_SSRF_ENABLED = False to turn the guard off")
@@ -88,11 +94,14 @@ def unchecked_routes(settings: BaseSettings) -> list[str]:
     found = []
     handlers = {**settings.getdict("DOWNLOAD_HANDLERS_BASE"), **settings.getdict("DOWNLOAD_HANDLERS")}
     checked = tuple(_importable(path) for path in CHECKED_HANDLERS)
+    own = _importable(OWN_HANDLER)
+    proxies_checked = True
     for scheme in ("http", "https"):
         path = handlers.get(scheme)
         if path is None:
             continue
         handler = load_object(path) if isinstance(path, str) else path
+        proxies_checked = proxies_checked and isinstance(handler, type) and issubclass(handler, own)
         if not (isinstance(handler, type) and issubclass(handler, checked)):
             name = path if isinstance(path, str) else f"{handler.__module__}.{handler.__qualname__}"
             found.append(f"DOWNLOAD_HANDLERS: the {scheme} handler {name} resolves host names "
@@ -100,7 +109,8 @@ def unchecked_routes(settings: BaseSettings) -> list[str]:
     middlewares = {**settings.getdict("DOWNLOADER_MIDDLEWARES_BASE"),
                    **settings.getdict("DOWNLOADER_MIDDLEWARES")}
     proxy_mw = "scrapy.downloadermiddlewares.httpproxy.HttpProxyMiddleware"
-    if settings.getbool("HTTPPROXY_ENABLED", True) and middlewares.get(proxy_mw) is not None:
+    if (not proxies_checked and settings.getbool("HTTPPROXY_ENABLED", True)
+            and middlewares.get(proxy_mw) is not None):
         proxies = {k: v for k, v in urllib.request.getproxies().items() if k in ("http", "https")}
         if proxies:
             found.append(f"HTTPPROXY_ENABLED: requests would go through the proxy "

@@ -1,5 +1,6 @@
 """The network side of a crawl: which addresses the crawler may connect to, checked when it
-connects, and the HTTP/1.1 client its download handler fetches with (``webcrawl.net.http1``)."""
+connects, and the download handler that fetches (``webcrawl.net.handler``: aiohttp under the
+SSRF guard, with proxies, verified TLS, TTL-bound DNS and bytes counted at the socket)."""
 
 from __future__ import annotations
 

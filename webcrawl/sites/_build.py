@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
+from webcrawl.net.proxies import ROTATIONS
 from webcrawl.parse.structured import SYNTAXES
 from webcrawl.parse.typed import FIELD_TYPES
 from webcrawl.sites import _checks as check
@@ -26,6 +27,7 @@ from webcrawl.sites.schema import (
     FieldRule,
     Limits,
     ListingRule,
+    NetworkOptions,
     PageType,
     Politeness,
     Reserves,
@@ -39,7 +41,8 @@ from webcrawl.sites.schema import (
 
 ROOT_KEYS = ("name", "seeds", "allowed_domains", "sitemaps", "objective", "politeness", "budget",
              "page_types", "limits", "allowed_private_networks", "trust", "cookies_enabled",
-             "spider")
+             "spider", "network")
+NETWORK_KEYS = ("proxies", "proxy_rotation", "tls_verify")
 POLITENESS_KEYS = ("min_delay_seconds", "user_agent")
 BUDGET_KEYS = ("billing", "amount_per_cycle", "cycle_seconds", "reserve", "continuous",
                "stop_after_seconds", "stop_after_cycles", "sitemap_seconds")
@@ -94,6 +97,17 @@ def build_site(data: dict[str, Any], source: str) -> SiteConfig:
         trust=_trust(t.table("trust", TRUST_KEYS), domains),
         cookies_enabled=t.flag("cookies_enabled", False),
         spider=spider,
+        network=_network(t.table("network", NETWORK_KEYS)),
+    )
+
+
+def _network(t: Table) -> NetworkOptions:
+    """``[network]``: proxies and TLS (docs/sites.md)."""
+    return NetworkOptions(
+        proxies=t.items("proxies", "http(s) proxy URLs such as 'http://user:secret@gw.example:8000'",
+                        lambda p, v: check.proxy(t, p, v)),
+        proxy_rotation=t.choice("proxy_rotation", ROTATIONS, "host"),
+        tls_verify=t.flag("tls_verify", True),
     )
 
 

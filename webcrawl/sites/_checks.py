@@ -147,3 +147,17 @@ def date_format(t: Table, path: str, value: Any) -> str:
         raise t.error(path, value, "a strptime format with day, month and year, e.g. "
                       "'%d/%m/%Y'")
     return value
+
+
+def proxy(t: Table, path: str, value: Any) -> str:
+    """An http(s) proxy URL (credentials allowed; never repeated in the error)."""
+    from webcrawl.net.proxies import parse_proxy
+
+    if not isinstance(value, str):
+        raise t.error(path, "...", "an http:// or https:// proxy URL")
+    try:
+        parse_proxy(value, path)
+    except ValueError:
+        raise t.error(path, value.rpartition("@")[2], "an http:// or https:// proxy URL such as "
+                      "'http://user:secret@gw.example:8000'") from None
+    return value

@@ -25,6 +25,7 @@ __all__ = [
     "Limits",
     "ListingRule",
     "Network",
+    "NetworkOptions",
     "Objective",
     "PageType",
     "Politeness",
@@ -250,6 +251,24 @@ class Limits:
 
 
 @dataclass(frozen=True)
+class NetworkOptions:
+    """How the site is reached: ``proxies`` (http(s) proxy URLs, credentials in them; one proxy,
+    a pool, or a provider's gateway), ``proxy_rotation`` (``host``: each host keeps one proxy of
+    the pool; ``request``: in turn), ``tls_verify`` (certificates checked; ``False`` only for a
+    site known to serve a certificate that does not verify)."""
+
+    proxies: tuple[str, ...] = ()
+    proxy_rotation: str = "host"
+    tls_verify: bool = True
+
+    def settings(self) -> dict[str, Any]:
+        """The Scrapy settings these options set for the site's crawl."""
+        return {"WEBCRAWL_PROXIES": list(self.proxies),
+                "WEBCRAWL_PROXY_ROTATION": self.proxy_rotation,
+                "WEBCRAWL_TLS_VERIFY": self.tls_verify}
+
+
+@dataclass(frozen=True)
 class TrustRule:
     """How far conditional-request validators and sitemap ``<lastmod>`` are believed: ``learn``
     (as far as they proved reliable), ``always`` or ``never``."""
@@ -295,6 +314,7 @@ class SiteConfig:
     trust: Trust = Trust()
     cookies_enabled: bool = False
     spider: str | None = None
+    network: NetworkOptions = NetworkOptions()
 
     def page_type_for(self, url: str) -> PageType | None:
         """The first page type (in file order) whose pattern matches ``url``."""
