@@ -16,7 +16,13 @@ setup(
     package_data={"": ["*.toml", "*.lua"]},
     include_package_data=True,
     install_requires=[
-        "scrapy>=2.19,<2.20",  # its download exceptions and handler helpers
+        # 2.19: the download handler API and exceptions webcrawl's handler uses (public ones
+        # only); below 2.20 while the sitemap reader imports scrapy.utils._compression.
+        "scrapy>=2.19,<2.20",
+        # The download handler: aiohttp's client (llhttp, Happy Eyeballs, proxies), its DNS
+        # answers from c-ares with their TTLs (docs/http.md).
+        "aiohttp>=3.13",
+        "aiodns>=3.3",
         "selectolax>=1.0",
         "redis>=5.0",
         # redis-py parses replies in C when hiredis is installed: a third of its CPU per page.
@@ -37,16 +43,24 @@ setup(
     ],
     extras_require={
         # The benchmarks run scrapy-redis side by side with webcrawl; nothing else imports it.
-        "bench": ["scrapy-redis>=0.9"],
+        # The HTTP clients compared with webcrawl's (docs/http.md, BENCH_REALSITES_CLIENTS).
+        "bench": ["scrapy-redis>=0.9", "scrapy-download-handlers-incubator[curl-cffi,pyreqwest]>=0.7"],
         "test": [
             "pytest>=8",
             "pytest-timeout>=2.3",
             "pytest-xdist>=3.5",
             "scrapyd>=1.5",
             "scrapyd-client>=2.0",
+            # Real servers for the network tests: a DNS server, a test CA, a forward proxy.
+            "dnslib>=0.9",
+            "trustme>=1.1",
+            "proxy.py>=2.4",
         ],
     },
     entry_points={
         "scrapy": ["settings = webcrawl.settings"],
+        # Scrapy's list command with the add-ons' pre-crawler hooks run first, so a project
+        # with only webcrawl's add-on lists its site files (and scrapyd offers them).
+        "scrapy.commands": ["list = webcrawl.commands.list:Command"],
     },
 )

@@ -9,8 +9,14 @@ spend (optimum with per-host caps, uniform; in credits and in full-page bytes), 
 detected change, coverage and politeness.
 
 Run: ``./run bench liveweb [--minutes 10] [--seeds 1,2,3] [--budget 10] [--warmup S]
-[--crawlers both|webcrawl|roundrobin] [--small] [--webcrawl-source DIR] [--keep DIR]
-[--no-doc]``.
+[--crawlers both|webcrawl|roundrobin] [--policies learned,uniform] [--small]
+[--webcrawl-source DIR] [--keep DIR] [--no-doc]``.
+
+``--policies``: webcrawl once per revisit policy of its planner (``WEBCRAWL_PLANNER_POLICY``):
+``learned`` (the default, named ``webcrawl`` in the tables) and ``uniform`` (every page at one
+interval for the same spend, no change followed; named ``webcrawl-uniform``), each on its own
+server with the same scenario; the figures then add each policy's changes detected per credit
+over the seeds and the learned policy's ratio to the uniform one's.
 
 ``--lifecycle``: change events instead (its own section of docs/benchmarks.md). The test web's
 products also die (404/410), come back, move (301/308) and redirect for a while (302/307); two
@@ -35,8 +41,8 @@ from pathlib import Path
 from typing import Any
 
 from bench._report import write_section
-from bench.liveweb.crawlers import (CRAWLERS, NEWCOMER_SITE_FILE, crawl_estimate, crawl_events,
-                                    invocation_for, newcomer_site_text, run_crawler,
+from bench.liveweb.crawlers import (CRAWLERS, NEWCOMER_SITE_FILE, Invocation, crawl_estimate,
+                                    crawl_events, invocation_for, newcomer_site_text, run_crawler,
                                     webcrawl_invocation)
 from bench.liveweb.evaluate import evaluate_log
 from bench.liveweb.events import page_type_fields, read_events, score_events
@@ -56,6 +62,9 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--warmup", type=float, help="seconds left out of the score "
                         "(default: a fifth of the run)")
     parser.add_argument("--crawlers", choices=("both", *CRAWLERS), default="both")
+    parser.add_argument("--policies", default="learned",
+                        help="webcrawl's planner policies to run, comma-separated (learned, "
+                             "uniform); each is a crawler of its own (default: learned)")
     parser.add_argument("--small", action="store_true", help="the small test scenario (~150 pages)")
     parser.add_argument("--webcrawl-source", type=lambda p: Path(p).resolve(), default=REPO,
                         help="run webcrawl from this checkout (default: this repository)")
@@ -91,6 +100,13 @@ def _parse(argv: list[str]) -> argparse.Namespace:
         parser.error(f"--kill-at: expected seconds inside the run, got {args.kill_at:g}")
     if args.jobs < 1:
         parser.error(f"--jobs: expected at least 1, got {args.jobs}")
+    args.policy_list = [p.strip() for p in args.policies.split(",") if p.strip()]
+    unknown = [p for p in args.policy_list if p not in POLICIES]
+    if unknown or not args.policy_list or len(set(args.policy_list)) < len(args.policy_list):
+        parser.error(f"--policies: expected distinct ones of {', '.join(POLICIES)}, got "
+                     f"{args.policies!r}")
+    if args.lifecycle and args.policy_list != ["learned"]:
+        parser.error("--policies compares revisit policies on the plain web, not with --lifecycle")
     try:
         args.seed_list = [int(s) for s in args.seeds.split(",") if s.strip()]
     except ValueError:
@@ -100,18 +116,39 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     return args
 
 
+#: webcrawl's planner policies (WEBCRAWL_PLANNER_POLICY) that ``--policies`` may name.
+POLICIES = ("learned", "uniform")
+
+
+def crawler_name(crawler: str, policy: str = "learned") -> str:
+    """The tables' name of ``crawler`` run with planner ``policy`` (webcrawl's default: its own
+    name)."""
+    return crawler if crawler != "webcrawl" or policy == "learned" else f"webcrawl-{policy}"
+
+
+def _policy_of(name: str) -> tuple[str, str]:
+    """(crawler, planner policy) of a name :func:`crawler_name` made."""
+    crawler, _, policy = name.partition("-")
+    return crawler, policy or "learned"
+
+
 def run_one(crawler: str, params: ScenarioParams, budget: float, warmup: float | None,
             folder: Path, webcrawl_source: Path = REPO) -> dict[str, Any]:
-    """One crawler on a fresh server for the scenario's duration, evaluated."""
+    """One crawler (a name of :func:`crawler_name`) on a fresh server for the scenario's
+    duration, evaluated."""
     folder.mkdir(parents=True, exist_ok=True)
+    kind, policy = _policy_of(crawler)
     with ServerProcess(params, folder) as web:
         until = web.info["origin_mono"] + params.duration
-        invocation = invocation_for(crawler, web.port, params.duration, budget, folder,
+        invocation = invocation_for(kind, web.port, params.duration, budget, folder,
                                     webcrawl_source)
+        if policy != "learned":
+            invocation = Invocation([*invocation.argv, "-s", f"WEBCRAWL_PLANNER_POLICY={policy}"],
+                                    invocation.env, invocation.pidfiles)
         status = run_crawler(invocation, folder / "crawl", until)
     result = evaluate_log(web.log, warmup=warmup, budget_rate=budget)
     result["crawler"], result["exit_status"] = crawler, status
-    if crawler == "webcrawl":
+    if kind == "webcrawl":
         result["estimate"] = crawl_estimate(invocation, folder / "crawl", web.info,
                                             result["window"]["start"], result["window"]["end"])
     (folder / "result.json").write_text(json.dumps(result, indent=1))
@@ -232,7 +269,9 @@ def main(argv: list[str] | None = None) -> None:
     if args.lifecycle:
         main_lifecycle(args, argv or [])
         return
-    crawlers = list(CRAWLERS) if args.crawlers == "both" else [args.crawlers]
+    kinds = list(CRAWLERS) if args.crawlers == "both" else [args.crawlers]
+    crawlers = [crawler_name(kind, policy) for kind in kinds
+                for policy in (args.policy_list if kind == "webcrawl" else ["learned"])]
     root = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="liveweb-"))
     print(f"runs in {root}", flush=True)
     results: dict[int, dict[str, dict[str, Any]]] = {seed: {} for seed in args.seed_list}
@@ -261,6 +300,9 @@ def main(argv: list[str] | None = None) -> None:
     body = per_seed_tables(results, crawlers)
     if len(results) > 1:
         body += "\n\n" + summary_tables(results, crawlers)
+    if len(args.policy_list) > 1 and "webcrawl" in kinds:
+        body += "\n\n" + policy_comparison(results, [crawler_name("webcrawl", p)
+                                                      for p in args.policy_list])
     print(body)
     if not args.keep:
         shutil.rmtree(root, ignore_errors=True)
@@ -268,6 +310,31 @@ def main(argv: list[str] | None = None) -> None:
         command = "./run bench liveweb " + " ".join(_documented(argv or []))
         write_section("liveweb", "Live freshness against a changing test web", command.strip(),
                       _preamble(args, crawlers) + body)
+
+
+def changes_per_credit(runs: list[dict[str, Any]]) -> float | None:
+    """Changes detected per credit spent in the scored windows of ``runs``, together."""
+    credits = sum(r["window"]["credits"] for r in runs)
+    return sum(r["window"]["changes_detected"] for r in runs) / credits if credits else None
+
+
+def policy_comparison(results: dict[int, dict[str, dict[str, Any]]], names: list[str]) -> str:
+    """Each planner policy's changes detected per credit, per seed and over the seeds together,
+    and each one's ratio to the first's (``learned``, when it ran)."""
+    seeds = list(results)
+    rows = []
+    first = changes_per_credit([results[s][names[0]] for s in seeds])
+    for name in names:
+        each = [changes_per_credit([results[s][name]]) for s in seeds]
+        together = changes_per_credit([results[s][name] for s in seeds])
+        ratio = f"{first / together:.2f}" if first and together else "-"
+        rows.append(f"| {name} | " + " | ".join("-" if v is None else f"{v:.3f}" for v in each)
+                    + f" | {'-' if together is None else f'{together:.3f}'} | {ratio} |")
+    head = ("| planner policy | " + " | ".join(f"seed {s}" for s in seeds)
+            + f" | together | {names[0]} / this |\n|" + "---|" * (len(seeds) + 3))
+    return ("Changes detected per credit in the scored window, by planner policy "
+            "(`WEBCRAWL_PLANNER_POLICY`; uniform: every page at one interval for the same spend, "
+            "no change followed):\n\n" + head + "\n" + "\n".join(rows))
 
 
 def _documented(argv: list[str]) -> list[str]:
@@ -290,6 +357,8 @@ def _preamble(args: argparse.Namespace, crawlers: list[str]) -> str:
     return (f"{len(p.shops)} shops, {pages} pages; {args.minutes:g}-minute runs at "
             f"{args.budget:g} credits/s, seeds {args.seeds}; scored after a {warmup:g} s "
             f"warm-up; crawlers: {', '.join(crawlers)}"
+            + (f" (webcrawl with planner policies {', '.join(args.policy_list)})"
+               if len(args.policy_list) > 1 else "")
             + (f"; {args.jobs} runs at a time, each on its own server" if args.jobs > 1 else "")
             + ". The web without its lifecycle (products change and are born, but never die, "
             "move or redirect; every shop has a sitemap): `--lifecycle` has its own section. "

@@ -147,3 +147,36 @@ def postgres_url(postgres_server: LocalPostgres) -> Iterator[str]:
     if not postgres_server.running:
         postgres_server.restart()
     postgres_server.drop_database(name)
+
+
+# -- the fast tier ---------------------------------------------------------------------------------
+#: Test modules that run crawls, scrapy commands, demo servers or clusters in processes of their
+#: own, or wait out real delays for seconds: the rest of the suite is the fast tier (``./run tests
+#: -m fast``, well under a minute on two cores). A module that starts such things goes here.
+SLOW_MODULES = frozenset({
+    "test_addon", "test_allocator", "test_body_command", "test_closing", "test_commands_errors",
+    "test_completeness", "test_conditional", "test_cost", "test_crawl_clock_skew",
+    "test_crawl_cluster", "test_crawl_processes", "test_crawl_recovery", "test_crawl_stops",
+    "test_crawlstate_clear", "test_database_outage", "test_demo_feed", "test_demo_lifecycle",
+    "test_demo_main", "test_events_command", "test_events_durable", "test_events_lifecycle",
+    "test_feed", "test_hostile_answers", "test_install", "test_live_freshness",
+    "test_log_records", "test_pgserver", "test_pipelines_bodies", "test_pipelines_recordhash",
+    "test_progress", "test_records_command", "test_rediscluster", "test_refused", "test_report",
+    "test_report_browser", "test_robots_middleware", "test_scheduler", "test_scheduler_ahead",
+    "test_scope_crawl", "test_scrapyd", "test_seen_filter", "test_settings_environment",
+    "test_site_spider_crawl", "test_sites_checksites", "test_slow_hosts", "test_spacing",
+    "test_ssrf_middleware", "test_startfeed", "test_state_cluster_errors",
+})
+HERE = Path(__file__).resolve().parent
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every test of this folder outside :data:`SLOW_MODULES` ``fast``."""
+    gone = SLOW_MODULES - {p.stem for p in HERE.glob("test_*.py")}
+    if gone:  # a renamed slow module would join the fast tier unnoticed
+        raise pytest.UsageError(f"tests/conftest.py SLOW_MODULES names no module: {sorted(gone)}")
+    fast = pytest.mark.fast
+    for item in items:
+        path = Path(item.path)
+        if path.parent == HERE and path.stem not in SLOW_MODULES:
+            item.add_marker(fast)

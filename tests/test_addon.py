@@ -1,14 +1,14 @@
 """The Scrapy add-on: ``ADDONS = {"webcrawl.addon.Addon": 0}`` in a project made by ``scrapy
-startproject`` crawls the demo shop as webcrawl's own project does (same pages, each once, read
-from the shop's request log), and applies webcrawl's settings from their one source,
-``webcrawl/settings.py``."""
+startproject`` lists its site files (``scrapy list``) and crawls the demo shop as webcrawl's own
+project does (same pages, each once, read from the shop's request log), and applies webcrawl's
+settings from their one source, ``webcrawl/settings.py``."""
 
 from __future__ import annotations
 
 import ast
-import os
 import subprocess
 import sys
+import tomllib
 from collections import Counter
 from pathlib import Path
 
@@ -16,7 +16,8 @@ from scrapy.settings import Settings
 from scrapy.utils.misc import load_object
 
 from tests import _shopcrawl as shop
-from tests.crawls import REPO, stats_of
+from tests._addonproject import new_project, project_env
+from tests.crawls import stats_of
 from webcrawl import addon, settings as reference
 from webcrawl.demo.serve import start_server_process
 
@@ -77,12 +78,29 @@ def test_applied_over_a_new_projects_settings() -> None:
     assert settings["SCHEDULER"] == "elsewhere.Scheduler"
 
 
-def _env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("SCRAPY_SETTINGS_MODULE", "WEBCRAWL_REDIS_URL", "WEBCRAWL_DATA_DIR",
-                        "WEBCRAWL_SITES_DIR")}
-    env["PYTHONPATH"] = str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")
-    return {**env, **extra}
+def test_scrapy_list_shows_the_site_files_with_the_addon_line_alone(tmp_path: Path) -> None:
+    """Scrapy's ``list`` builds its spider loader before add-ons run: webcrawl's ``list``
+    command (an entry point of its package) runs their pre-crawler hooks first."""
+    sites = shop.write_site(tmp_path, budget=100).parent  # sites/shop-alloc.toml
+    project = new_project(tmp_path, more=f"\nWEBCRAWL_SITES_DIR = {str(sites)!r}\n")
+    (project / "shopwatch" / "spiders" / "pages.py").write_text(
+        "import scrapy\n\n\nclass Pages(scrapy.Spider):\n    name = 'pages'\n")
+    bundled = {tomllib.loads(f.read_text())["name"]
+               for f in Path(reference.__file__).parent.joinpath("sites").glob("*.toml")}
+
+    def listed(**env: str) -> list[str]:
+        done = subprocess.run([sys.executable, "-m", "scrapy", "list"], cwd=project,
+                              env=project_env(WEBCRAWL_DEMO_PORT="8000", **env),
+                              capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0 and "left out" not in done.stderr, done.stderr
+        return done.stdout.split()
+
+    assert listed() == sorted({"pages", shop.SPIDER, *bundled})
+    # The sites folder may come from the environment instead (scrapyd, containers).
+    settings = project / "shopwatch" / "settings.py"
+    settings.write_text(settings.read_text().replace(f"WEBCRAWL_SITES_DIR = {str(sites)!r}", ""))
+    assert listed() == sorted({"pages", *bundled})
+    assert listed(WEBCRAWL_SITES_DIR=str(sites)) == sorted({"pages", shop.SPIDER, *bundled})
 
 
 def _crawl(cwd: Path, env: dict[str, str], port: int, crawl: str, log: Path) -> dict[str, object]:
@@ -96,17 +114,10 @@ def _crawl(cwd: Path, env: dict[str, str], port: int, crawl: str, log: Path) -> 
 
 
 def test_a_new_scrapy_project_crawls_the_shop_with_one_line(redis_url: str, tmp_path: Path) -> None:
-    made = subprocess.run([sys.executable, "-m", "scrapy", "startproject", "shopwatch"],
-                          cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=60)
-    assert made.returncode == 0, made.stderr
-    project = tmp_path / "shopwatch"
-    settings = project / "shopwatch" / "settings.py"
-    text = settings.read_text()
-    assert "ADDONS = {}" in text and "ROBOTSTXT_OBEY = True" in text  # as any new project
-    settings.write_text(text.replace("ADDONS = {}", 'ADDONS = {"webcrawl.addon.Addon": 0}'))
+    project = new_project(tmp_path)
     shop.write_site(tmp_path, budget=2000)  # tmp_path/sites/shop-alloc.toml
-    env = _env(WEBCRAWL_REDIS_URL=redis_url, WEBCRAWL_SITES_DIR=str(tmp_path / "sites"),
-               WEBCRAWL_DATA_DIR=str(tmp_path / "data"))
+    env = project_env(WEBCRAWL_REDIS_URL=redis_url, WEBCRAWL_SITES_DIR=str(tmp_path / "sites"),
+                      WEBCRAWL_DATA_DIR=str(tmp_path / "data"))
     with start_server_process("shop", 3, tmp_path / "server.log", products=24, categories=2,
                               blog_posts=0) as server:
         stats = _crawl(project, env, server.port, "addon", tmp_path / "addon.log")

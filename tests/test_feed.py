@@ -14,6 +14,7 @@ import redis
 
 from tests.crawls import finish, start_crawl, stats_of, wait_for
 from webcrawl.demo.serve import start_server_process
+from webcrawl.spiders._feed import ALLOWED_META, project_meta_keys, safe_meta
 from webcrawl.state.feed import FeedError, parse_entry
 
 SITE = r"""
@@ -62,6 +63,39 @@ def test_hostile_entries_say_why(entry: bytes) -> None:
         parse_entry(entry)
 
 
+@pytest.mark.parametrize(("meta", "kept"), [
+    ({"cookiejar": "session-2", "dont_cache": True, "dont_retry": True,
+      "referrer_policy": "no-referrer"},
+     {"cookiejar": "session-2", "dont_cache": True, "dont_retry": True,
+      "referrer_policy": "no-referrer"}),
+    # What would lift a limit, reroute or rebind a request, or forge what webcrawl trusts.
+    ({"download_maxsize": 0, "download_timeout": 3600, "bindaddress": ["10.0.0.1", 0],
+      "proxy": "http://evil.example:3128", "_auth_proxy": "x", "dont_obey_robotstxt": True,
+      "handle_httpstatus_all": True, "allow_offsite": True, "download_slot": "other",
+      "max_retry_times": 1000, "depth": -1000, "depth_reset": True,
+      "webcrawl_known": True, "webcrawl_lease": "x:1", "webcrawl_page_type": "product",
+      "webcrawl_charged": -5}, {}),
+    # Allowed keys with values of another type: an unhashable cookie jar would fail its request.
+    ({"cookiejar": {"a": 1}, "dont_retry": "no", "referrer_policy": 7}, {}),
+    # A key of the project's own (WEBCRAWL_FEED_META_KEYS), any JSON value.
+    ({"job": {"id": 42, "tags": ["nightly"]}, "other": 1},
+     {"job": {"id": 42, "tags": ["nightly"]}}),
+])
+def test_pushed_meta_keeps_only_the_allowlist(meta: dict, kept: dict) -> None:
+    got, dropped = safe_meta(meta, frozenset({"job"}))
+    assert got == kept
+    assert sorted(dropped) == sorted(set(meta) - set(kept))
+
+
+@pytest.mark.parametrize("name", ["proxy", "download_maxsize", "webcrawl_purpose", "_auth_proxy",
+                                  "handle_httpstatus_list", "depth"])
+def test_the_projects_own_keys_may_not_open_scrapys_or_webcrawls(name: str) -> None:
+    with pytest.raises(ValueError, match=f"WEBCRAWL_FEED_META_KEYS names '{name}'"):
+        project_meta_keys(["job", name])
+    # The allowlist's own keys may be named (they stay type-checked).
+    assert project_meta_keys(["job", *ALLOWED_META]) == {"job"}
+
+
 @pytest.mark.parametrize("mode", ["continuous", "idle-wait"])
 def test_a_running_crawl_takes_urls_pushed_to_its_start_urls_list(
         mode: str, redis_url: str, redis_client: redis.Redis, tmp_path: Path) -> None:
@@ -76,7 +110,7 @@ def test_a_running_crawl_takes_urls_pushed_to_its_start_urls_list(
         seed, first, second, third = site.site.urls()[:4]
         settings = {"WEBCRAWL_REDIS_URL": redis_url, "WEBCRAWL_SITES_DIR": tmp_path / "sites",
                     "WEBCRAWL_DEMO_PORT": site.port, "WEBCRAWL_DATA_DIR": tmp_path / "data",
-                    "LOG_LEVEL": "INFO"}
+                    "LOG_LEVEL": "INFO", "WEBCRAWL_FEED_META_KEYS": "job"}
         if not continuous:
             settings["MAX_IDLE_TIME_BEFORE_CLOSE"] = 5
         crawl = start_crawl("feedsite", settings, tmp_path)
@@ -88,7 +122,8 @@ def test_a_running_crawl_takes_urls_pushed_to_its_start_urls_list(
         key = "feedsite:start_urls"
         redis_client.lpush(key, first)  # a plain URL, as scrapy-redis's README pushes them
         redis_client.rpush(key, json.dumps({"url": second, "meta": {
-            "job": "42", "dont_obey_robotstxt": True}}))
+            "job": "42", "dont_obey_robotstxt": True, "download_maxsize": 0,
+            "cookiejar": {"not": "hashable"}}}))
         redis_client.rpush(key, "not a url", "{broken", json.dumps({"meta": {}}))
         redis_client.rpush(key, seed)  # met before: pushed, it is crawled again
         redis_client.sadd("elsewhere", third)  # another key: not read
@@ -104,7 +139,8 @@ def test_a_running_crawl_takes_urls_pushed_to_its_start_urls_list(
         assert fetched() == Counter({"/": 2, paths[0]: 1, paths[1]: 1}), fetched()
     assert redis_client.llen(key) == 0
     assert stats["webcrawl/feed/read"] == 6 and stats["webcrawl/feed/requests"] == 3
-    assert stats["webcrawl/feed/invalid"] == 3 and stats["webcrawl/feed/meta_dropped"] == 1
+    assert stats["webcrawl/feed/invalid"] == 3 and stats["webcrawl/feed/meta_dropped"] == 3
     assert f"fed page {second} for job 42" in log
     assert log.count("Skipped a pushed entry") == 1, "one warning per run"
+    assert log.count("Dropped the meta key") == 1, "one warning per run"
     assert stats["finish_reason"] == ("stop_after_seconds" if continuous else "finished")

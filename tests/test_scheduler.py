@@ -227,6 +227,35 @@ def test_links_to_one_page_under_other_fragments_are_duplicates(make: Make) -> N
     assert h.stats.get_value("dupefilter/filtered/local_cache") == 3
 
 
+def test_a_request_the_shared_filter_drops_fires_request_dropped_and_is_not_enqueued(
+        make: Make) -> None:
+    """``enqueue_request`` says yes before Redis answers; when the shared filter then drops the
+    request (another process queued the URL, or its host is excluded), Scrapy hears of it as of
+    any dropped request: ``request_dropped`` with that very request, and it is not counted in
+    ``scheduler/enqueued``."""
+    first, second = make(), make()  # two processes of one crawl
+    first.enqueue(scrapy.Request("http://a.test/seen"))
+    first.runtime.flush()
+    exclude(first.runtime.client, "gone.test")
+    second.scheduler._sync_exclusions()  # as its next look would
+    dropped: list[scrapy.Request] = []
+    second.crawler.signals.connect(lambda request, spider: dropped.append(request),
+                                   signal=scrapy.signals.request_dropped, weak=False)
+    seen, gone = scrapy.Request("http://a.test/seen"), scrapy.Request("http://gone.test/x")
+    new = scrapy.Request("http://a.test/new")
+    assert second.enqueue(seen, gone, new) == [True, True, True]
+    assert dropped == []  # Redis has not answered yet
+    second.runtime.flush()
+    assert len(dropped) == 2 and {id(r) for r in dropped} == {id(seen), id(gone)}
+    stats = second.stats
+    assert stats.get_value("scheduler/enqueued") == stats.get_value("scheduler/enqueued/redis") == 1
+    assert stats.get_value("dupefilter/filtered/bloom") == 1
+    assert stats.get_value("scheduler/excluded") == 1
+    # Queued once each: the first process's push and the new one.
+    assert sorted(r.url for r in second.drain()) == ["http://a.test/new", "http://a.test/seen"]
+    unexclude(first.runtime.client, "gone.test")
+
+
 def test_the_frontier_cap_evicts_the_lowest_priorities(make: Make, cycle: Cycle) -> None:
     h = make(WEBCRAWL_FRONTIER_MAX_PER_DOMAIN=3)
     for i, priority in enumerate([1, 9, 5, 0, 7]):

@@ -1,6 +1,8 @@
 """scrapyd deployment, for real: build the project's egg, start scrapyd on 127.0.0.1 in a temporary
 folder, deploy the egg, find every bundled site in listspiders.json, schedule a crawl of the demo
-shop (served by the test on 127.0.0.2-5) and check what the job fetched from the shop's own log."""
+shop (served by the test on 127.0.0.2-5) and check what the job fetched from the shop's own log.
+And a project of its own with webcrawl's add-on line alone, deployed: listspiders.json offers
+its site files."""
 
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ from typing import Any
 import pytest
 import requests
 
+from tests._addonproject import new_project
 from tests.crawls import REPO, stats_of
 from webcrawl.demo.serve import ServerProcess, start_server_process
 
@@ -169,3 +172,25 @@ def test_deploy_list_schedule_and_crawl(scrapyd: Scrapyd, shop: ServerProcess, r
     # The job's items feed (scrapyd's items_dir) has the records.
     feeds = list((scrapyd.folder / "items" / PROJECT / "demo").glob(f"{job}.*"))
     assert feeds and feeds[0].read_text().count('"page_type": "product"') == len(site.catalog)
+
+
+def test_a_project_with_the_addon_line_alone_offers_its_site_files(scrapyd: Scrapyd,
+                                                                   tmp_path: Path) -> None:
+    """scrapyd lists a project's spiders with ``scrapy list``, which builds its spider loader
+    before add-ons run: webcrawl's own ``list`` (an entry point of its package) runs them first."""
+    sites = tmp_path / "sites"
+    sites.mkdir()
+    books = (REPO / "webcrawl" / "sites" / "books.toml").read_text()
+    (sites / "mybooks.toml").write_text(books.replace('name = "books"', 'name = "mybooks"', 1))
+    project = new_project(tmp_path, "shopwatch", more=f"\nWEBCRAWL_SITES_DIR = {str(sites)!r}\n")
+    egg = tmp_path / "shopwatch.egg"
+    deploy = Path(sys.executable).with_name("scrapyd-deploy")
+    subprocess.run([str(deploy), f"--build-egg={egg}"], cwd=project, check=True,
+                   capture_output=True, timeout=60)
+    with egg.open("rb") as payload:
+        added = scrapyd.post("addversion.json", [("project", "shopwatch"), ("version", "1")],
+                             egg=payload)
+    expected = bundled_sites() | {"mybooks"}
+    assert added["spiders"] == len(expected)
+    listed = scrapyd.get("listspiders.json", project="shopwatch")["spiders"]
+    assert sorted(listed) == sorted(expected)

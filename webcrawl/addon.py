@@ -7,7 +7,10 @@ source of the values: nothing is copied here, only which settings go where):
 
 - before any crawler exists (:meth:`Addon.update_pre_crawler_settings`): the spider loader that
   makes site files spiders (``SPIDER_LOADER_CLASS``, with ``WEBCRAWL_SITES_DIR``) and the DNS
-  resolver that checks addresses when connecting (``TWISTED_DNS_RESOLVER``);
+  resolver that checks addresses when connecting (``TWISTED_DNS_RESOLVER``). Scrapy's ``crawl``
+  runs this hook; its ``list`` does not, so webcrawl's package replaces that command with one
+  that does (:mod:`webcrawl.commands.list`, a ``scrapy.commands`` entry point): ``scrapy list``
+  and scrapyd's ``listspiders.json`` show the site files with the add-on line alone;
 - :data:`REQUIRED`: what webcrawl's components need to work as designed (its scheduler, the
   guarded download handlers, Scrapy's robots.txt middleware off because webcrawl's replaces it,
   no Scrapy per-slot delay because the crawl's ready queue paces hosts across processes). Set at

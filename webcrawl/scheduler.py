@@ -5,11 +5,14 @@ Contract (:mod:`webcrawl.state.queue` holds the Redis side):
 - ``enqueue_request`` never waits for Redis. It drops URLs this process already knows are seen
   (a URL once seen stays seen, so that cache is never stale), serialises the request as JSON and
   adds it to the turn's write batch; the batch reaches Redis once per reactor turn, where the
-  shared seen filter decides, atomically, which URLs are new. A request that cannot be serialised
-  is logged once, counted (``scheduler/unserializable``) and dropped. The request itself is kept
-  in memory by its payload (the last ``KEPT_REQUESTS``), so a pop of this process's own work
-  hands the same object back instead of building it again from the JSON; another process's
-  work, or a request popped a second time, is read from the JSON.
+  shared seen filter decides, atomically, which URLs are new. It returns True for a request it
+  sent; when the shared filter then drops it (seen already, or its host excluded) the scheduler
+  fires Scrapy's ``request_dropped`` for it, as the engine does for a False return, and it is
+  counted as filtered or excluded, not in ``scheduler/enqueued``. A request that cannot be
+  serialised is logged once, counted (``scheduler/unserializable``) and dropped. The request
+  itself is kept in memory by its payload (the last ``KEPT_REQUESTS``), so a pop of this
+  process's own work hands the same object back instead of building it again from the JSON;
+  another process's work, or a request popped a second time, is read from the JSON.
 - ``next_request`` pops, in one atomic step per shard, the work of the hosts whose turn came
   first: a queued request, or a known page whose revisit is due (the allocator sets due times,
   :mod:`webcrawl.extensions.allocator`); the host's next-allowed time becomes now + its delay by
@@ -273,7 +276,7 @@ class ReadyQueueScheduler(BaseScheduler):
         runtime = self.runtime
         host = urlparse_cached(request).hostname or "-"
         runtime.batch.push(Entry(host, request.priority, payload, offsets),
-                           partial(self._push_status, payload))
+                           partial(self._push_status, payload, request))
         # Until the batch goes, that shard may have new work: a pop there carries the push.
         self._unsent_pushes.add(runtime.layout.shard_index(host) if self._sharded else 0)
         return True
@@ -540,15 +543,19 @@ class ReadyQueueScheduler(BaseScheduler):
             self._seen_local.clear()
         self._seen_local.update(keys)
 
-    def _push_status(self, payload: str, status: int) -> None:
-        if status in (FILTERED, EXCLUDED):
-            self._kept.pop(payload, None)  # never queued: nothing will pop it
-        if status == FILTERED:
-            self.stats.inc_value("dupefilter/filtered")
-            self.stats.inc_value("dupefilter/filtered/bloom")
-            return
-        if status == EXCLUDED:
-            self.stats.inc_value("scheduler/excluded")
+    def _push_status(self, payload: str, request: Request, status: int) -> None:
+        """The shared filter's answer for a request ``enqueue_request`` accepted. One it drops
+        was never queued: nothing will pop it, and Scrapy hears of it as of any dropped request
+        (the engine fired ``request_scheduled`` before asking; it counts nothing itself)."""
+        if status == FILTERED or status == EXCLUDED:
+            self._kept.pop(payload, None)
+            if status == FILTERED:
+                self.stats.inc_value("dupefilter/filtered")
+                self.stats.inc_value("dupefilter/filtered/bloom")
+            else:
+                self.stats.inc_value("scheduler/excluded")
+            self.crawler.signals.send_catch_log(signals.request_dropped, request=request,
+                                                spider=self.spider)
             return
         self.stats.inc_value("scheduler/enqueued")
         self.stats.inc_value("scheduler/enqueued/redis")

@@ -249,7 +249,7 @@ class SpendController:
         assert bucket is not None
         layout = bucket.layout
         bucket.scripts.call_keys("bucket", [layout.bucket, layout.op(new_op_id())],
-                                 ["take", repr(float(want))], client=pipe)
+                                 ["take", repr(float(want)), bucket.scripts.op_ttl], client=pipe)
 
     def took_reply(self, reply: list[Any]) -> None:
         """:meth:`took` with the bucket script's raw answer to a take."""

@@ -15,11 +15,18 @@ is done, and a continuous crawl runs until its stop condition anyway. ``WEBCRAWL
 False`` turns the feed off.
 
 Hostile entries are counted and skipped, never fatal: bad JSON, no or a non-http(s) URL, an
-unknown method (``webcrawl/feed/invalid``, one WARNING per run naming the first). ``meta`` keys
-that would change the crawl's policy are dropped (``webcrawl/feed/meta_dropped``): webcrawl's
-own (``webcrawl_*``), ``dont_obey_robotstxt``, ``proxy`` and ``_auth_proxy``. The SSRF guard and
-robots.txt judge a pushed URL like any other. Stats: ``webcrawl/feed/read`` (entries taken),
-``webcrawl/feed/requests`` (requests scheduled).
+unknown method (``webcrawl/feed/invalid``, one WARNING per run naming the first).
+
+Whoever can write to the crawl's Redis can push, so an entry's ``meta`` may set only the keys of
+an allowlist, each with a value of its type: :data:`ALLOWED_META` (a cookie session, no cache,
+no retry, a referrer policy: nothing that lifts a limit, binds an address, routes through a
+proxy, changes download sizes or timeouts, or sets a key webcrawl's scheduler and pipelines
+trust), and the project's own keys named in ``WEBCRAWL_FEED_META_KEYS`` (a job id, say: a list
+of names, none of them Scrapy's or webcrawl's, checked at start-up). Any other key, or a value
+of the wrong type, is dropped and counted (``webcrawl/feed/meta_dropped``, one WARNING per run
+naming the first). The SSRF guard and robots.txt judge a pushed URL like any other. Stats:
+``webcrawl/feed/read`` (entries taken), ``webcrawl/feed/requests`` (requests made of them and
+handed to the engine).
 """
 
 from __future__ import annotations
@@ -34,27 +41,68 @@ from scrapy.exceptions import DontCloseSpider
 from scrapy.utils.asyncio import create_looping_call
 
 from webcrawl.runtime import CrawlRuntime
+from webcrawl.settingtypes import get_list
 from webcrawl.state.errors import StateError
 from webcrawl.state.feed import DEFAULT_KEY, FeedEntry, FeedError, StartUrlsFeed, feed_key, parse_entry
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from scrapy import Request, Spider
     from scrapy.crawler import Crawler
 
-__all__ = ["RESERVED_META", "Feed", "safe_meta"]
+__all__ = ["ALLOWED_META", "SCRAPY_META", "Feed", "project_meta_keys", "safe_meta"]
 
 logger = logging.getLogger(__name__)
 
 STATS = "webcrawl/feed/"
-RESERVED_META = ("dont_obey_robotstxt", "proxy", "_auth_proxy")
+#: Scrapy's ``meta`` keys a pushed entry may set, with the value types each takes.
+ALLOWED_META: dict[str, tuple[type, ...]] = {
+    "cookiejar": (str, int),  # which cookie session (cookies on: the site file's choice)
+    "dont_cache": (bool,),
+    "dont_retry": (bool,),
+    "referrer_policy": (str,),
+}
+#: Scrapy's own ``meta`` keys (its documented special keys and those its components read), which
+#: ``WEBCRAWL_FEED_META_KEYS`` may not open to feeders: most lift a limit or reroute a request.
+SCRAPY_META = frozenset({
+    "allow_offsite", "autothrottle_dont_adjust_delay", "bindaddress", "cache_timestamp",
+    "cached_response", "cookiejar", "depth", "depth_reset", "dont_cache", "dont_merge_cookies",
+    "dont_obey_robotstxt", "dont_proxy", "dont_redirect", "dont_retry", "download_fail_on_dataloss",
+    "download_latency", "download_maxsize", "download_slot", "download_timeout",
+    "download_warnsize", "ftp_local_filename", "ftp_passive", "ftp_password", "ftp_user",
+    "handle_httpstatus_all", "handle_httpstatus_list", "http_auth_domain", "http_pass",
+    "http_user", "is_secure", "is_start_request", "max_retry_times", "priority_adjust", "proxy",
+    "redirect_reasons", "redirect_times", "redirect_ttl", "redirect_urls", "referrer_policy",
+    "retry_times", "rule", "verbatim_url"})
 
 
-def safe_meta(meta: dict[str, Any]) -> tuple[dict[str, Any], int]:
-    """The feeder's ``meta`` without the keys that would change the crawl's policy, and how many
-    were dropped."""
-    kept = {k: v for k, v in meta.items()
-            if not (k.startswith("webcrawl_") or k in RESERVED_META)}
-    return kept, len(meta) - len(kept)
+def project_meta_keys(names: Iterable[str]) -> frozenset[str]:
+    """``WEBCRAWL_FEED_META_KEYS``, checked: the project's own keys only."""
+    keys = frozenset(names) - ALLOWED_META.keys()  # those are taken anyway, type-checked
+    refused = sorted(k for k in keys if k in SCRAPY_META or k.startswith(("webcrawl_", "_")))
+    if refused:
+        raise ValueError(
+            f"WEBCRAWL_FEED_META_KEYS names {', '.join(map(repr, refused))}: it lists the "
+            "project's own meta keys that pushed URLs may set (a job id, say); Scrapy's and "
+            "webcrawl's keys are never taken from the feed, except "
+            f"{', '.join(ALLOWED_META)}, which always are")
+    return keys
+
+
+def safe_meta(meta: dict[str, Any], own: frozenset[str] = frozenset(),
+              ) -> tuple[dict[str, Any], list[str]]:
+    """The feeder's ``meta`` reduced to :data:`ALLOWED_META` (with values of their types) and
+    the project's ``own`` keys, and the keys dropped."""
+    kept: dict[str, Any] = {}
+    dropped: list[str] = []
+    for key, value in meta.items():
+        types = ALLOWED_META.get(key)
+        if key in own or (types is not None and isinstance(value, types)):
+            kept[key] = value
+        else:
+            dropped.append(key)
+    return kept, dropped
 
 
 class Feed:
@@ -79,6 +127,7 @@ class Feed:
         wait = settings.get("MAX_IDLE_TIME_BEFORE_CLOSE")
         self.idle_wait: float | None = None if wait in (None, "") else float(wait)
         self.period = settings.getfloat("WEBCRAWL_FEED_SECONDS", 1.0)
+        self.own_meta = project_meta_keys(get_list(settings, "WEBCRAWL_FEED_META_KEYS"))
         if self.batch < 1 or self.period <= 0 or (self.idle_wait is not None and self.idle_wait < 0):
             raise ValueError(
                 f"REDIS_START_URLS_BATCH_SIZE={self.batch!r}, WEBCRAWL_FEED_SECONDS="
@@ -87,6 +136,7 @@ class Feed:
         self._feed: StartUrlsFeed | None = None
         self._idle_since: float | None = None
         self._warned = False
+        self._warned_meta = False
         self._loop: Any = None  # made when the spider opens: the reactor may not exist before
         crawler.signals.connect(self.spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(self.spider_idle, signal=signals.spider_idle)
@@ -143,9 +193,9 @@ class Feed:
                     logger.warning("Skipped a pushed entry of %r: %s (counted in "
                                    "webcrawl/feed/invalid)", self.key, exc)
                 continue
-            meta, dropped = safe_meta(entry.meta)
+            meta, dropped = safe_meta(entry.meta, self.own_meta)
             if dropped:
-                self._inc("meta_dropped", dropped)
+                self._meta_dropped(dropped)
             request = self.make_request(FeedEntry(entry.url, entry.method, meta, entry.formdata))
             engine.crawl(request)
             self._inc("requests")
@@ -153,6 +203,16 @@ class Feed:
         if scheduled:
             self._idle_since = time.monotonic()
         return scheduled
+
+    def _meta_dropped(self, keys: list[str]) -> None:
+        self._inc("meta_dropped", len(keys))
+        if not self._warned_meta:
+            self._warned_meta = True
+            logger.warning(
+                "Dropped the meta key %r of a URL pushed to %r: pushed URLs may set only %s and "
+                "the project's own keys listed in WEBCRAWL_FEED_META_KEYS, with values of their "
+                "types (counted in webcrawl/feed/meta_dropped)", keys[0], self.key,
+                ", ".join(ALLOWED_META))
 
     def _inc(self, name: str, count: int = 1) -> None:
         stats = self.crawler.stats

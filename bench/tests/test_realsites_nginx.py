@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import http.client
 import shutil
+import time
 from pathlib import Path
 
 import pytest
 
 from bench._realsites_nginx import Nginx
-from tests.crawls import wait_for
 
 pytestmark = pytest.mark.skipif(shutil.which("nginx") is None and not Path("/usr/sbin/nginx").exists(),
                                 reason="nginx is not installed (bench realsites installs it)")
@@ -30,7 +30,9 @@ def test_nginx_logs_the_file_behind_each_url(tmp_path: Path) -> None:
             statuses.append(response.status)
         connection.close()
         # nginx writes an access-log line after its answer has gone: wait for the four.
-        wait_for(lambda: len(nginx.read_log("one")) >= 4, 10, "nginx's four log lines")
+        deadline = time.monotonic() + 10
+        while len(nginx.read_log("one")) < 4 and time.monotonic() < deadline:
+            time.sleep(0.02)
         log = nginx.read_log("one")
         assert nginx.cpu_seconds() >= 0
     assert statuses == [200, 301, 200, 404]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-BENCH = Path(__file__).resolve().parent.parent / "bench"
+BENCH = Path(__file__).resolve().parent.parent
 
 
 @pytest.mark.parametrize("name", sorted(p.stem for p in BENCH.glob("bench_*.py")))
