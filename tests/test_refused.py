@@ -33,7 +33,7 @@ def test_a_noted_url_is_let_in_once(redis_client: redis.Redis) -> None:
     queue = CrawlQueue(redis_client, ScriptSet(redis_client), layout, cap=0, default_delay=1.0,
                        lease_seconds=60.0)
     queue.check_seen_filter(bloom)
-    store = RefusedStore(redis_client, layout, offsets, limit=1)
+    store = RefusedStore(redis_client, ScriptSet(redis_client), layout, offsets, limit=1)
     url, other = "http://a.example/x", "http://a.example/y"
 
     def push(address: str) -> int:
@@ -43,12 +43,12 @@ def test_a_noted_url_is_let_in_once(redis_client: redis.Redis) -> None:
         return statuses[0]
 
     assert [push(url), push(url), push(other)] == [PUSHED, FILTERED, PUSHED]
-    assert store.note(url, "a.example", "ssrf:loopback", 1.0)
-    assert not store.note(other, "a.example", "robots:disallowed", 2.0)  # the shard holds 1 note
+    store.note(other, "a.example", "robots:disallowed", 1.0)
+    store.note(url, "a.example", "ssrf:loopback", 2.0)  # the shard holds 1 note: the oldest goes
     assert store.counts() == [0, 1] or store.counts() == [1, 0]
     [noted] = list(store.entries())
     assert (noted.reason, noted.url) == ("ssrf:loopback", url)
-    # Met again, it is queued again, once; the other stays seen.
+    # Met again, it is queued again, once; the other (its note aged out) stays seen.
     assert [push(url), push(url), push(other)] == [AGAIN, FILTERED, FILTERED]
     assert sum(store.counts()) == 0
     queued, _, _ = queue.counts()

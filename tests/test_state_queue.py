@@ -20,10 +20,12 @@ from webcrawl.state.pagestore import (
     PageStore, interval_op, listing_op, observe_op, release_op, trigger_op,
 )
 from webcrawl.state.queue import EVICTED, EXCLUDED, FILTERED, PUSHED, CrawlQueue, Entry
-from webcrawl.state.scripts import ScriptSet
+from webcrawl.state.refused import RefusedStore
+from webcrawl.state.scripts import ScriptSet, op_ttl_for
 from webcrawl.state.seen import BloomParams
 
 DELAY = 0.2
+AGAIN = 4  # push.lua: pushed again, it had been noted (refused or evicted)
 BLOOM = BloomParams(10_000, 0.01)
 
 
@@ -93,6 +95,52 @@ def test_push_filters_seen_urls_caps_frontiers_and_refuses_excluded_hosts(state:
     items = state.pop_all()
     assert [i.item for i in items] == ['{"url": "http://a.test/3"}'], "one per host visit, best first"
     assert state.queue.counts()[0] == 2  # a.test/1 and /2 (a.test/0, the worst, was evicted)
+
+
+def test_a_request_evicted_from_a_full_frontier_is_queued_again_when_met_again(
+        state: State) -> None:
+    a = [state.entry(f"http://a.test/{i}", priority=i) for i in range(4)]
+    assert state.push(*a) == [PUSHED] * 3 + [EVICTED]  # a.test/0, the worst, goes
+    store = RefusedStore(state.client, state.scripts, state.layout, state.offsets)
+    [note] = list(store.entries())
+    assert (note.reason, note.url) == ("frontier:evicted", "http://a.test/0")
+    assert [i.item for i in state.pop_all()] == ['{"url": "http://a.test/3"}']  # room for one
+    assert state.push(a[0]) == [AGAIN], "met again, the evicted request is queued again"
+    assert state.push(a[0]) == [FILTERED], "once"
+    assert sum(store.counts()) == 0
+    assert state.queue.counts()[0] == 3
+
+
+def test_refusal_notes_past_the_limit_drop_the_oldest(state: State) -> None:
+    state.queue.cap, state.queue.refused_limit = 1, 2
+    urls = [f"http://a.test/{i}" for i in range(5)]
+    # Each push beats the one before (higher priority), so each evicts its predecessor; one push
+    # a call, so that the notes' times (the server's) follow that order.
+    statuses = [state.push(state.entry(u, priority=i))[0] for i, u in enumerate(urls)]
+    assert statuses == [PUSHED] + [EVICTED] * 4
+    store = RefusedStore(state.client, state.scripts, state.layout, state.offsets)
+    assert sorted(n.url for n in store.entries()) == urls[2:4], "the newest two notes are kept"
+    assert state.push(state.entry(urls[0])) == [FILTERED], "an aged-out note lets nothing in"
+
+
+def test_op_answers_outlive_the_longest_outage_the_crawl_waits_out(state: State) -> None:
+    scripts = ScriptSet(state.client, op_ttl=op_ttl_for(600))
+    queue = CrawlQueue(state.client, scripts, state.layout, cap=0, default_delay=DELAY,
+                       lease_seconds=30)
+    shard = state.layout.shard("a.test")
+    queue.push(shard, [state.entry("http://a.test/1", filtered=False)], BLOOM.num_slices,
+               op_id="outage")
+    ttl = state.client.ttl(shard.op("outage"))
+    assert 600 < ttl <= 660, "kept for the outage and a minute more"
+    assert op_ttl_for(0) == 60
+
+
+def test_an_outage_longer_than_answers_are_kept_is_refused_in_one_line() -> None:
+    from scrapy.settings import Settings
+
+    from webcrawl.runtime import outage_seconds_of
+    with pytest.raises(ValueError, match=r"^WEBCRAWL_REDIS_OUTAGE_SECONDS=7200\.0: expected 0 to 3600"):
+        outage_seconds_of(Settings({"WEBCRAWL_REDIS_OUTAGE_SECONDS": 7200}))
 
 
 def test_a_host_turn_comes_once_per_delay_by_the_server_clock(state: State) -> None:

@@ -52,7 +52,8 @@ from webcrawl.state.pagestore import PageStore
 from webcrawl.state.queue import CrawlQueue
 from webcrawl.state.riders import Build, RidingClient
 from webcrawl.state.robots import RobotsStore
-from webcrawl.state.scripts import ScriptSet
+from webcrawl.state.refused import DEFAULT_LIMIT
+from webcrawl.state.scripts import MAX_OUTAGE_SECONDS, ScriptSet, op_ttl_for
 from webcrawl.state.seen import BloomParams
 from webcrawl.state.servertime import ServerClock
 from webcrawl.state.types import TypeIds
@@ -100,13 +101,15 @@ class CrawlRuntime:
         client, self.round_trips, self.cluster = connect(url)
         self.client: Any = client
         self.layout = CrawlLayout(self.config.crawl_name, self._shards(client))
-        self.scripts = ScriptSet(client)
+        self.outage_seconds = outage_seconds_of(settings)
+        self.scripts = ScriptSet(client, op_ttl=op_ttl_for(self.outage_seconds))
         self.bloom = BloomParams(self.config.bloom_capacity_per_shard(self.layout.shards),
                                  self.config.bloom_error_rate)
         self.queue = CrawlQueue(client, self.scripts, self.layout,
                                 cap=self.config.frontier_max_per_domain,
                                 default_delay=self.config.domain_delay,
-                                lease_seconds=self.config.lease_seconds)
+                                lease_seconds=self.config.lease_seconds,
+                                refused_limit=refused_limit_of(settings))
         self.pages = PageStore(client, self.layout)
         self.events = EventLog(client, self.layout)
         self.sitemap_trust = TrustTracker(both_ways=True)
@@ -150,7 +153,6 @@ class CrawlRuntime:
         self.hosts.offline = lambda: self.failed or self._outage_since is not None
         self.hosts.on_error = self._read_failed
         self.hosts.due_now = self._flush_soon  # stale hosts are read with the next send behind
-        self.outage_seconds = settings.getfloat("WEBCRAWL_REDIS_OUTAGE_SECONDS", 30.0)
         crawler.signals.connect(self._publish_round_trips, signal=signals.spider_closed, weak=False)
         crawler.signals.connect(self.close, signal=signals.engine_stopped, weak=False)
 
@@ -415,6 +417,28 @@ class CrawlRuntime:
 #: pipeline awaiting a verdict waits. Kept well under a host's delay: a finished fetch moves its
 #: host's turn, which other processes must see before that turn comes.
 FLUSH_SECONDS = 0.05
+
+
+def outage_seconds_of(settings: Any) -> float:
+    """``WEBCRAWL_REDIS_OUTAGE_SECONDS``: 0 to :data:`MAX_OUTAGE_SECONDS` (the script answers that
+    make retries safe are kept that long, a minute more)."""
+    outage = settings.getfloat("WEBCRAWL_REDIS_OUTAGE_SECONDS", 30.0)
+    if not 0 <= outage <= MAX_OUTAGE_SECONDS:
+        raise ValueError(f"WEBCRAWL_REDIS_OUTAGE_SECONDS={outage!r}: expected 0 to "
+                         f"{MAX_OUTAGE_SECONDS:g} seconds (retries stay safe that long)")
+    return outage
+
+
+def refused_limit_of(settings: Any) -> int:
+    """``WEBCRAWL_REFUSED_LIMIT``: refused or evicted URLs noted per shard, 0 or more."""
+    raw = settings.get("WEBCRAWL_REFUSED_LIMIT", DEFAULT_LIMIT)
+    try:
+        limit = int(raw)
+    except (TypeError, ValueError):
+        limit = -1
+    if limit < 0:
+        raise ValueError(f"WEBCRAWL_REFUSED_LIMIT={raw!r}: expected a whole number, 0 or more")
+    return limit
 
 
 def flush_seconds(settings: Any, delay: float) -> float:

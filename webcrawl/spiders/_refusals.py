@@ -15,8 +15,8 @@ of the origin is the disallow-all kept after a failed fetch (a network error, a 
 "disallowed" otherwise.
 
 Stats: ``webcrawl/refused/noted`` (URLs noted for another try), ``webcrawl/refused/noted/ssrf``,
-``webcrawl/refused/noted/robots``, ``webcrawl/refused/not_noted`` (the shard's notes were full:
-the URL stays seen), ``webcrawl/refused/robots_unreachable`` (requests refused because robots.txt
+``webcrawl/refused/noted/robots`` (past ``WEBCRAWL_REFUSED_LIMIT`` notes a shard drops its
+oldest), ``webcrawl/refused/robots_unreachable`` (requests refused because robots.txt
 was unreachable) and ``webcrawl/refused/robots_until`` (when the latest of those answers expires,
 seconds since the epoch): the closing note reads the last two.
 """
@@ -31,10 +31,10 @@ from scrapy.utils.httpobj import urlparse_cached
 from w3lib.url import canonicalize_url
 
 from webcrawl.robots.cache import origin_of
-from webcrawl.runtime import CrawlRuntime
+from webcrawl.runtime import CrawlRuntime, refused_limit_of
 from webcrawl.state.errors import StateError
 from webcrawl.state.hosts import TimedCache
-from webcrawl.state.refused import DEFAULT_LIMIT, RefusedStore
+from webcrawl.state.refused import RefusedStore
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -84,7 +84,7 @@ class Refusals:
         # Only webcrawl's scheduler reads the notes (its push script); another scheduler's
         # requests are counted, not noted.
         self.noting = settings.get("SCHEDULER", "").endswith("ReadyQueueScheduler")
-        self.limit = settings.getint("WEBCRAWL_REFUSED_LIMIT", DEFAULT_LIMIT)
+        self.limit = refused_limit_of(settings)
         self._store: RefusedStore | None = None
         # origin -> its robots.txt answer was unreachable: bounded, and read again after
         # ANSWER_SECONDS (the stored answer expires and is fetched anew)
@@ -97,7 +97,7 @@ class Refusals:
     def store(self) -> RefusedStore:
         if self._store is None:
             runtime = self._runtime()
-            self._store = RefusedStore(runtime.client, runtime.layout,
+            self._store = RefusedStore(runtime.client, runtime.scripts, runtime.layout,
                                        runtime.bloom.offsets_function(), limit=self.limit)
         return self._store
 
@@ -138,11 +138,9 @@ class Refusals:
     def _note(self, request: Request, reason: str) -> None:
         host = (urlparse_cached(request).hostname or "-").lower()
         runtime = self._runtime()
-        if self.store.note(canonicalize_url(request.url), host, reason, runtime.clock.time()):
-            self._inc("noted")
-            self._inc("noted/" + reason.split(":", 1)[0])
-        else:
-            self._inc("not_noted")
+        self.store.note(canonicalize_url(request.url), host, reason, runtime.clock.time())
+        self._inc("noted")
+        self._inc("noted/" + reason.split(":", 1)[0])
 
     def _inc(self, name: str) -> None:
         stats = self.crawler.stats

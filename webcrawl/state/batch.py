@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 import redis
 
-from webcrawl.state.scripts import OP_TTL_SECONDS, new_op_id, shard_keys_for
+from webcrawl.state.scripts import new_op_id, shard_keys_for
 
 if TYPE_CHECKING:
     from webcrawl.state.layout import CrawlLayout
@@ -186,7 +186,7 @@ class WriteBatch:
         ledger, self._ledger = self._ledger, defaultdict(lambda: defaultdict(float))
         bucket, self._bucket = self._bucket, 0.0
         s = self.settings
-        head = [OP_TTL_SECONDS, s.default_delay, s.sitemap_min_agreements,
+        head = [self.scripts.op_ttl, s.default_delay, s.sitemap_min_agreements,
                 s.sitemap_max_disagreement_rate, s.sitemap_memory, repr(float(self.not_before)),
                 repr(float(s.events_retention_seconds)), repr(float(s.removal_confirm_seconds)),
                 repr(float(s.removed_probe_seconds)), int(s.checks_kept)]
@@ -207,7 +207,7 @@ class WriteBatch:
                 self._unsent.append(_Call("ack", index, work, "lease", shard_keys_for("lease", keys),
                                           [owner, "ack", self.queue.lease_seconds, *leases]))
         for cycle_id, figures in ledger.items():
-            args: list[Any] = []
+            args: list[Any] = [self.scripts.op_ttl]
             for key, amount in figures.items():
                 args += (key, repr(float(amount)))
             self._unsent.append(_Call("ledger", 0, _Shard(), "ledger",
@@ -216,7 +216,7 @@ class WriteBatch:
         if bucket:
             self._unsent.append(_Call("bucket", 0, _Shard(), "bucket",
                                       [self.layout.bucket, self.layout.op(new_op_id())],
-                                      ["give", repr(float(bucket))]))
+                                      ["give", repr(float(bucket)), self.scripts.op_ttl]))
 
     def flush(self) -> bool:
         """Send everything waiting, in one pipeline; answers go to the callbacks. Returns whether

@@ -39,7 +39,7 @@ class SpendBucket:
 
     def _call(self, *args: Any) -> list[Any]:
         return self.scripts.call_keys("bucket", [self.layout.bucket, self.layout.op(new_op_id())],
-                                      list(args))
+                                      [*args, self.scripts.op_ttl])
 
     def configure(self, rate: float, cap: float, cycle_id: int, tokens: float | None = None) -> None:
         """Set the refill rate and cap for ``cycle_id``; ``tokens``: start over with that many

@@ -5,7 +5,9 @@ A feeder pushes to the key ``<spider>:start_urls`` (scrapy-redis's ``REDIS_START
 (``LPUSH``/``RPUSH``; read from its head, as scrapy-redis reads it), a set with
 ``REDIS_START_URLS_AS_SET`` (``SADD``), a sorted set with ``REDIS_START_URLS_AS_ZSET`` (``ZADD``,
 highest score first). Each entry is a plain URL, or JSON ``{"url": ..., "meta": {...}}`` with
-optional ``method`` and any other keys as form data, as scrapy-redis reads them.
+optional ``method`` and any other keys as form data, as scrapy-redis reads them. The ``meta``
+read here is the feeder's, untrusted: the spiders keep only the keys of their allowlist
+(:mod:`webcrawl.spiders._feed`).
 
 :class:`StartUrlsFeed` takes entries off the key atomically (one command: two processes never take
 the same entry); :func:`parse_entry` reads one. Nothing here knows Scrapy: the spiders turn

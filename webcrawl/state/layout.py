@@ -28,7 +28,7 @@ Shard keys (``webcrawl:{<crawl>:<k>}:`` + name):
 | ``leases`` / ``leased`` | zset / hash | lease id -> expiry; lease id -> owner, class, host, member |
 | ``queued`` / ``seq`` | string | frontier size; sequence keeping equal priorities in order |
 | ``seen`` / ``seen:meta`` | string / hash | the shard's slice of the seen-URL bloom filter; its size and fill |
-| ``refused`` | hash | URLs the crawl refused (SSRF guard, robots.txt): their seen-filter offsets -> reason, URL, time; let in again when met again (:mod:`webcrawl.state.refused`) |
+| ``refused`` / ``refused:at`` | hash / zset | URLs the crawl refused (SSRF guard, robots.txt) or evicted from a full frontier: their seen-filter offsets -> reason, URL, time; let in again when met again; the oldest notes go first past the limit (:mod:`webcrawl.state.refused`) |
 | ``excluded`` / ``excluded:version`` | set / string | mirror of the global exclusion list |
 | ``pages`` / ``validators`` | hash | url -> packed page record (:mod:`webcrawl.state.records`); url -> ETag and Last-Modified |
 | ``listing`` | hash | listed item url -> summary hash, time since which listings show it, time last listed |
@@ -114,7 +114,7 @@ _NAMES = {
     "validators": "validators", "listing": "listing", "trust_validators": "trust:validators",
     "trust_sitemaps": "trust:sitemaps", "dirty": "dirty", "records": "records",
     "events": "events", "links": "links", "checks": "checks",
-    "refused": "refused",
+    "refused": "refused", "refused_at": "refused:at",
 }
 
 

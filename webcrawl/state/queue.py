@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from webcrawl.state.layout import EXCLUDED_EVENTS
-from webcrawl.state.scripts import OP_TTL_SECONDS, new_op_id
+from webcrawl.state.refused import DEFAULT_LIMIT
+from webcrawl.state.scripts import new_op_id
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
@@ -116,8 +117,11 @@ class CrawlQueue:
     """The queues of one crawl, over all its shards (see the module docstring)."""
 
     def __init__(self, client: Any, scripts: ScriptSet, layout: CrawlLayout, *, cap: int,
-                 default_delay: float, lease_seconds: float) -> None:
+                 default_delay: float, lease_seconds: float,
+                 refused_limit: int = DEFAULT_LIMIT) -> None:
         self.client = client
+        #: Notes of refused or evicted URLs a shard keeps (:mod:`webcrawl.state.refused`).
+        self.refused_limit = refused_limit
         self.scripts = scripts
         self.layout = layout
         self.cap = cap
@@ -127,7 +131,7 @@ class CrawlQueue:
     # -- pushing --------------------------------------------------------------------------------
 
     def push_args(self, entries: Sequence[Entry], k: int) -> list[Any]:
-        args: list[Any] = [self.cap, k, len(entries), OP_TTL_SECONDS]
+        args: list[Any] = [self.cap, k, len(entries), self.scripts.op_ttl, self.refused_limit]
         for e in entries:
             args += (e.host, priority_key(e.priority), e.payload)
             if e.offsets is None:
@@ -163,7 +167,7 @@ class CrawlQueue:
         shard = self.layout.all_shards[index]
         reply = self.scripts.call("pop", shard, [owner, first_lease, max_count, order,
                                                  self.default_delay, self.lease_seconds,
-                                                 OP_TTL_SECONDS, share, repr(float(ahead))],
+                                                 self.scripts.op_ttl, share, repr(float(ahead))],
                                   op_id=op_id or new_op_id(), client=pipe)
         return None if pipe is not None else self.pop_reply(index, reply)
 

@@ -10,9 +10,13 @@ script lets a seen URL whose fingerprint is there in again, once, and forgets th
 (a seed at the next run's start, a link, a sitemap entry) it is queued and fetched if the reason
 is gone, or refused and noted again. Notes survive restarts and hold for every process.
 
-A shard keeps at most ``limit`` notes; past that a refused URL stays seen (counted by
-:meth:`RefusedStore.note`'s answer). ``scrapy crawlstate`` shows the notes; clearing the queue
-keeps them, clearing the crawl deletes them.
+A request evicted from a host's full frontier (``WEBCRAWL_FRONTIER_CAP``) is noted the same way,
+reason ``frontier:evicted``, by the push script itself: met again, it is queued again.
+
+A shard keeps at most ``limit`` notes (``WEBCRAWL_REFUSED_LIMIT``); the zset ``refused:at`` orders
+them by time and past the limit the oldest go, so the newest refusals are always kept (written once,
+in ``lua2/refused.lua``). ``scrapy crawlstate`` shows the notes; clearing the queue keeps them,
+clearing the crawl deletes them.
 """
 
 from __future__ import annotations
@@ -22,25 +26,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from webcrawl.state.layout import CrawlLayout
+from webcrawl.state.scripts import ScriptSet
 
 __all__ = ["DEFAULT_LIMIT", "Refusal", "RefusedStore", "fingerprint"]
 
 DEFAULT_LIMIT = 100_000
-
-# Note unless the shard already holds `limit` notes (a note already there is refreshed).
-# KEYS: refused. ARGV: limit, then fingerprint, value pairs. Returns the notes not kept.
-_NOTE = """
-local limit, left = tonumber(ARGV[1]), 0
-for i = 2, #ARGV, 2 do
-  if redis.call('HEXISTS', KEYS[1], ARGV[i]) == 1 or redis.call('HLEN', KEYS[1]) < limit then
-    redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1])
-  else
-    left = left + 1
-  end
-end
-return left
-"""
-
 
 def fingerprint(offsets: list[int]) -> str:
     """A URL's key in ``refused``: its seen-filter offsets, as the push script joins them."""
@@ -68,23 +58,22 @@ class RefusedStore:
     :meth:`~webcrawl.state.seen.BloomParams.offsets_function`): the same the scheduler pushes with.
     """
 
-    def __init__(self, client: Any, layout: CrawlLayout, offsets: Callable[[str], list[int]],
-                 *, limit: int = DEFAULT_LIMIT) -> None:
+    def __init__(self, client: Any, scripts: ScriptSet, layout: CrawlLayout,
+                 offsets: Callable[[str], list[int]], *, limit: int = DEFAULT_LIMIT) -> None:
         if limit < 0:
             raise ValueError(f"WEBCRAWL_REFUSED_LIMIT={limit!r}: expected 0 or more")
         self.client = client
         self.layout = layout
         self.offsets = offsets
         self.limit = limit
-        self._note = client.register_script(_NOTE)
+        self.scripts = scripts
 
-    def note(self, url: str, host: str, reason: str, at: float) -> bool:
-        """Remember that the canonical ``url`` (of ``host``) was refused for ``reason``; False when
-        its shard is full and the URL stays seen."""
+    def note(self, url: str, host: str, reason: str, at: float) -> None:
+        """Remember that the canonical ``url`` (of ``host``) was refused for ``reason`` (past the
+        shard's limit, its oldest note goes)."""
         value = f"{reason}\t{url}\t{at:.3f}"
-        left = self._note(keys=[self.layout.shard(host).refused],
-                          args=[self.limit, fingerprint(self.offsets(url)), value])
-        return int(left) == 0
+        self.scripts.call("note", self.layout.shard(host),
+                          [self.limit, repr(float(at)), fingerprint(self.offsets(url)), value])
 
     def counts(self) -> list[int]:
         """Notes per shard."""

@@ -5,8 +5,10 @@ Shard scripts get two preludes: the page-record helpers generated from
 server clock, idempotent answers). Every key a script touches is passed in ``KEYS``; the key
 lists are built here, from a :class:`~webcrawl.state.layout.ShardKeys`, so callers never get
 them wrong. Each call that must not take effect twice carries an operation id: its answer is
-kept under ``op:<id>`` for :data:`OP_TTL_SECONDS`, and a retry with the same id (after a timeout
-that hid a success) gets that answer back with no second effect.
+kept under ``op:<id>`` for :attr:`ScriptSet.op_ttl` seconds (:func:`op_ttl_for`: longer than the
+longest Redis outage the crawl waits out, during which calls stay queued with their ids), and a
+retry with the same id (after a timeout that hid a success) gets that answer back with no
+second effect.
 """
 
 from __future__ import annotations
@@ -23,10 +25,20 @@ if TYPE_CHECKING:
 
     from webcrawl.state.layout import ShardKeys
 
-__all__ = ["OP_TTL_SECONDS", "ScriptSet", "new_op_id", "shard_keys_for"]
+__all__ = ["MAX_OUTAGE_SECONDS", "OP_TTL_SECONDS", "ScriptSet", "new_op_id", "op_ttl_for",
+           "shard_keys_for"]
 
 OP_TTL_SECONDS = 60
-_SHARD_SCRIPTS = ("pop", "push", "lease", "reclaim", "land", "claim", "exclude")
+#: The longest Redis outage a crawl may wait out (``WEBCRAWL_REDIS_OUTAGE_SECONDS``): op answers
+#: are kept that long and a minute more, a few MB a process at most.
+MAX_OUTAGE_SECONDS = 3600.0
+
+
+def op_ttl_for(outage_seconds: float) -> int:
+    """How long op answers are kept when the crawl waits out outages of ``outage_seconds``: a
+    call retried after the longest outage still finds its answer."""
+    return int(max(OP_TTL_SECONDS, outage_seconds + OP_TTL_SECONDS))
+_SHARD_SCRIPTS = ("pop", "push", "lease", "reclaim", "land", "claim", "exclude", "note")
 _counter = itertools.count()
 _process_token = os.urandom(6).hex()
 
@@ -41,7 +53,8 @@ def _source(name: str) -> str:
 
 
 #: Scripts made of several files, joined in this order (one concern a file).
-_PARTS = {"land": ("land_head", "checks", "lifecycle", "land")}
+_PARTS = {"land": ("land_head", "checks", "lifecycle", "land"), "push": ("refused", "push"),
+          "note": ("refused", "note")}
 
 
 def _shard_source(name: str) -> str:
@@ -54,7 +67,8 @@ KEYS: dict[str, tuple[str, ...]] = {
     "pop": ("ready_new", "ready_due", "frontier", "due", "next", "delay", "leases", "leased",
             "excluded", "queued", "pages", "validators", "links", "op"),
     "push": ("frontier", "ready_new", "ready_due", "due", "next", "seen", "seen_meta", "excluded",
-             "queued", "seq", "refused", "op"),
+             "queued", "seq", "refused", "refused_at", "op"),
+    "note": ("refused", "refused_at"),
     "lease": ("leases", "leased"),
     "reclaim": ("leases", "leased", "frontier", "due", "ready_new", "ready_due", "next", "queued",
                 "pages"),
@@ -82,8 +96,9 @@ class ScriptSet:
     and the caller loads them again and retries, which the operation ids make safe.
     """
 
-    def __init__(self, client: Any) -> None:
+    def __init__(self, client: Any, *, op_ttl: int = OP_TTL_SECONDS) -> None:
         self.client = client
+        self.op_ttl = op_ttl
         self._scripts: dict[str, Script] = {
             name: client.register_script(_shard_source(name)) for name in _SHARD_SCRIPTS}
         for name in ("bucket", "ledger"):

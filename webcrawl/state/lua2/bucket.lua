@@ -2,7 +2,7 @@
 -- `rate` per second up to `cap`. Tokens that would overflow the cap are counted as `wasted` (the
 -- budget went unused: nothing was due or ready to spend it on).
 -- KEYS: bucket, op
--- ARGV: action, then
+-- ARGV: action, its arguments (below), then the op ttl (seconds the answer is kept for a retry)
 --   take want            -> {granted, tokens left, rate}   (grants at most what is there, >= 0)
 --   give amount          -> {0, tokens, rate}              (unused tokens back, or a correction;
 --                                                           a negative amount charges overspend)
@@ -53,6 +53,6 @@ end
 redis.call('HSET', KEYS[1], 'tokens', num(tokens), 'at', num(now), 'rate', num(rate), 'cap', num(cap),
            'wasted', num(wasted), 'granted', num(granted), 'cycle', cycle)
 if KEYS[2] ~= nil and string.sub(KEYS[2], -2) ~= ':-' then
-  redis.call('SET', KEYS[2], cmsgpack.pack(result), 'EX', 60)
+  redis.call('SET', KEYS[2], cmsgpack.pack(result), 'EX', tonumber(ARGV[#ARGV]))
 end
 return result

@@ -1,11 +1,23 @@
 -- Shared by the shard scripts (prepended by webcrawl/state/scripts.py, after the record helpers).
--- Members: frontier "<host>\0<priority key>\0<seq>|<json>", due "<host>\0<due ms>\0<kind><url>".
+-- Members: frontier "<host>\0<priority key>\0<seq>|<seen-filter offsets, or ''>|<json>" (before
+-- layout 3: "...<seq>|<json>"), due "<host>\0<due ms>\0<kind><url>".
 local function server_now()
   local t = redis.call('TIME')
   return tonumber(t[1]) + tonumber(t[2]) / 1e6
 end
 
 local function num(x) return string.format('%.17g', x) end
+
+-- A frontier member's seen-filter offsets ('' when none: a request not filtered, or a member of
+-- the earlier layout) and its request's JSON.
+local function frontier_parts(member)
+  local first = string.find(member, '|', 1, true)
+  if string.sub(member, first + 1, first + 1) == '{' then  -- the earlier layout
+    return '', string.sub(member, first + 1)
+  end
+  local second = string.find(member, '|', first + 1, true)
+  return string.sub(member, first + 1, second - 1), string.sub(member, second + 1)
+end
 
 local function host_first(key, host)
   local m = redis.call('ZRANGEBYLEX', key, '[' .. host .. '\0', '(' .. host .. '\1', 'LIMIT', 0, 1)

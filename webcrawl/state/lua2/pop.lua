@@ -79,7 +79,8 @@ while popped < max and guard < 4 * max + 16 do
       if member then
         redis.call('ZREM', K.frontier, member)
         redis.call('DECRBY', K.queued, 1)
-        item = string.sub(member, string.find(member, '|', 1, true) + 1)
+        local _, json = frontier_parts(member)
+        item = json
       end
     else
       member = due_next(K.due, host, now)
