@@ -22,6 +22,7 @@ from webcrawl.demo.serve import ServerProcess, start_server_process
 from webcrawl.state.layout import CrawlLayout
 from webcrawl.state.queue import CrawlQueue, Entry
 from webcrawl.state.scripts import ScriptSet
+from webcrawl.state.seen import BloomParams
 
 HOSTS = 3
 PAGES = 45
@@ -197,7 +198,6 @@ def test_crawlstate_command_shows_and_clears(site: ServerProcess, redis_server: 
                        lease_seconds=60.0)
     payload = json.dumps({"url": site.base_url(0) + "/"})
     queue.push(layout.shard("127.0.0.2"), [Entry("127.0.0.2", 0, payload)], 1)
-    keys = {k for p in layout.patterns for k in client.scan_iter(match=p)}
     env = dict(os.environ, SCRAPY_SETTINGS_MODULE="webcrawl.settings")
     base = [sys.executable, "-m", "scrapy", "crawlstate", "shared", "-s",
             f"WEBCRAWL_REDIS_URL={redis_url}"]
@@ -205,6 +205,20 @@ def test_crawlstate_command_shows_and_clears(site: ServerProcess, redis_server: 
     shown = subprocess.run(base, env=env, cwd=tmp_path, capture_output=True, text=True, check=True)
     assert re.search(r"^  queued requests:\s+1$", shown.stdout, re.M), shown.stdout
     assert re.search(r"^    127\.0\.0\.2\s+1 requests", shown.stdout, re.M), shown.stdout
+    assert re.search(r"^  seen false positives:\s+- \(nothing seen yet\)$", shown.stdout, re.M), \
+        shown.stdout
+    bloom = BloomParams(1000, 0.01)
+    queue.check_seen_filter(bloom)  # the crawl records the filter's size
+    offsets = bloom.offsets_function()
+    urls_ = [f"{site.base_url(0)}/{i}" for i in range(500)]
+    queue.push(layout.shard("127.0.0.2"), [Entry("127.0.0.2", 0, json.dumps({"url": u}), offsets(u))
+                                           for u in urls_], bloom.num_slices)
+    again = subprocess.run(base, env=env, cwd=tmp_path, capture_output=True, text=True, check=True)
+    rate = 100 * bloom.false_positive_rate_at(500)
+    line = (f"  seen false positives: {rate:.4f}% now (sized for 1% a full generation; "
+            "1 generation)")
+    assert line in again.stdout.splitlines(), again.stdout
+    keys = {k for p in layout.patterns for k in client.scan_iter(match=p)}
     # Deleting asks first: with no terminal to ask on, only --yes deletes.
     cleared = subprocess.run([*base, "--clear", "--yes"], env=env, cwd=tmp_path,
                              capture_output=True, text=True, check=True)

@@ -123,6 +123,27 @@ def test_refusal_notes_past_the_limit_drop_the_oldest(state: State) -> None:
     assert state.push(state.entry(urls[0])) == [FILTERED], "an aged-out note lets nothing in"
 
 
+def test_an_ack_waits_until_the_pushes_made_before_it_are_applied(state: State) -> None:
+    """A pipeline is not atomic: here the child's push fails in Redis before it writes anything
+    (its shard's exclusion mirror holds the wrong type: a stand-in for a node that does not
+    answer) while the rest of the pipeline is applied. The parent's lease must stay held, so
+    that a process dying now loses nothing (the lease expires, the parent is fetched again)."""
+    state.push(state.entry("http://a.test/parent"))
+    [parent] = state.pop_all()
+    child_shard = state.layout.shard("b.test")
+    state.client.set(child_shard.excluded, "not a set")
+    statuses: list[int] = []
+    state.batch.push(state.entry("http://b.test/child"), statuses.append)
+    state.batch.ack(parent.shard, "me", parent.lease)
+    with pytest.raises(redis.ResponseError):
+        state.batch.flush()
+    assert state.queue.counts()[2] == 1, "the parent's lease is held while its child is not queued"
+    state.client.delete(child_shard.excluded)
+    assert state.batch.flush()
+    assert statuses == [PUSHED]
+    assert state.queue.counts()[0] == 1 and state.queue.counts()[2] == 0, "then both went"
+
+
 def test_op_answers_outlive_the_longest_outage_the_crawl_waits_out(state: State) -> None:
     scripts = ScriptSet(state.client, op_ttl=op_ttl_for(600))
     queue = CrawlQueue(state.client, scripts, state.layout, cap=0, default_delay=DELAY,

@@ -132,3 +132,14 @@ def test_the_dupefilter_counts_and_grows_the_slice_the_scheduler_uses(
     assert statuses[:2] == [FILTERED, FILTERED]
     assert seen_state(runtime.client, [shard.seen_meta])[0].count == new + statuses[2:].count(PUSHED)
     runtime.close()
+
+
+def test_the_false_positive_rate_at_a_fill_follows_the_sizing() -> None:
+    params = BloomParams(10_000, 0.01)
+    assert params.false_positive_rate_at(0) == 0.0
+    assert params.false_positive_rate_at(5_000) < params.false_positive_rate_at(9_999) < 0.0105
+    full = params.false_positive_rate_at(9_999)
+    assert full == pytest.approx(0.01, rel=0.05), "a full generation is at its sized rate"
+    assert params.generations_at(25_000) == 3
+    assert params.false_positive_rate_at(20_000) == pytest.approx(
+        1 - (1 - params.false_positive_rate_at(10_000 - 1)) ** 2, rel=0.01)

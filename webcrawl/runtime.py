@@ -166,7 +166,12 @@ class CrawlRuntime:
         pipe.hsetnx(meta, "shards", wanted)
         pipe.hsetnx(meta, "layout", LAYOUT_VERSION)
         pipe.hget(meta, "shards")
-        stored = int(pipe.execute()[2] or wanted)
+        pipe.hget(meta, "layout")
+        replies = pipe.execute()
+        stored = int(replies[2] or wanted)
+        layout = layout_version_of(self.config.crawl_name, replies[3])
+        if layout < LAYOUT_VERSION:  # written by the version before: read as it is, then marked
+            client.hset(meta, "layout", LAYOUT_VERSION)
         if self.config.shards is not None and stored != wanted:
             raise ValueError(
                 f"WEBCRAWL_SHARDS={wanted} but crawl {self.config.crawl_name!r} was started with "
@@ -427,6 +432,26 @@ def outage_seconds_of(settings: Any) -> float:
         raise ValueError(f"WEBCRAWL_REDIS_OUTAGE_SECONDS={outage!r}: expected 0 to "
                          f"{MAX_OUTAGE_SECONDS:g} seconds (retries stay safe that long)")
     return outage
+
+
+#: The oldest crawl-state layout this version reads as it is (frontier members without seen
+#: offsets, page records without state and body fields, no ``refused:at``).
+OLDEST_LAYOUT_READ = 2
+
+
+def layout_version_of(crawl: str, raw: bytes | str | None) -> int:
+    """The layout version a crawl's state was written with; :class:`LayoutMismatch` (one line)
+    when this version of webcrawl cannot read it."""
+    from webcrawl.state.layout import LAYOUT_VERSION, LayoutMismatch
+
+    text = raw.decode() if isinstance(raw, bytes) else raw
+    version = int(text) if text is not None and text.isdigit() else -1
+    if not OLDEST_LAYOUT_READ <= version <= LAYOUT_VERSION:
+        raise LayoutMismatch(
+            f"crawl {crawl!r} in Redis has state layout {text!r}; this webcrawl reads layouts "
+            f"{OLDEST_LAYOUT_READ} to {LAYOUT_VERSION}: run the webcrawl that wrote it, or clear "
+            f"the crawl (scrapy crawlstate {crawl} --clear)")
+    return version
 
 
 def refused_limit_of(settings: Any) -> int:

@@ -139,6 +139,8 @@ class ReadyQueueScheduler(BaseScheduler):
         self._refill_after = -math.inf
         self._look: Look | None = None
         self._unsent_pushes: set[int] = set()  # shards with pushes still in the batch
+        #: shard -> the chance its seen filter takes a new URL for a seen one, as of its last push
+        self._false_positives: dict[int, float] = {}
         self._sharded = runtime.layout.shards > 1
 
     @classmethod
@@ -568,7 +570,11 @@ class ReadyQueueScheduler(BaseScheduler):
         if queued > self._queued[shard]:
             self._earliest[shard] = -math.inf
         self._queued[shard] = queued
-        capacity = self.runtime.bloom.capacity
+        bloom = self.runtime.bloom
+        self._false_positives[shard] = bloom.false_positive_rate_at(seen)
+        self.stats.set_value("dupefilter/seen/false_positive_rate",
+                             round(max(self._false_positives.values()), 6))
+        capacity = bloom.capacity
         if seen > capacity:
             self.stats.set_value("dupefilter/seen/over_capacity", seen - capacity)
             if not self._warned_seen:

@@ -25,6 +25,7 @@ from scrapy.exceptions import UsageError
 from webcrawl.settingtypes import SettingError
 from webcrawl.sites import SiteConfigError
 from webcrawl.state.client import RedisUnavailable
+from webcrawl.state.layout import LayoutMismatch
 
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
@@ -48,7 +49,8 @@ def one_line(text: str) -> str:
 
 def user_error_message(exc: BaseException, settings: BaseSettings | None = None) -> str | None:
     """The one-line message of ``exc`` if it is a mistake the user can fix, else ``None``."""
-    if isinstance(exc, (UsageError, SettingError, SiteConfigError, RedisUnavailable)):
+    if isinstance(exc, (UsageError, SettingError, SiteConfigError, RedisUnavailable,
+                        LayoutMismatch)):
         return one_line(str(exc)) or None
     if type(exc) is not ValueError:
         return None

@@ -27,7 +27,7 @@ from scrapy.exceptions import UsageError
 from webcrawl.commands._errors import fail
 from webcrawl.commands._oneshot import command_redis
 from webcrawl.state import clearing
-from webcrawl.state.inspect import server_time, shard_figures
+from webcrawl.state.inspect import ShardFigures, server_time, shard_figures
 from webcrawl.state.layout import CrawlLayout, validate_crawl_name
 
 if TYPE_CHECKING:
@@ -54,6 +54,7 @@ def _report(client: Any, layout: CrawlLayout, top: int) -> list[str]:
              _line("in flight (leased)", total("leased")),
              _line("known pages", total("pages")),
              _line("seen URLs", total("seen")),
+             _line("seen false positives", _false_positives(shards)),
              _line("refused (to retry)", total("refused")),
              _line("hosts queued", f"{total('hosts_queued')}") + f" ({total('ready_now')} host "
              "turns ready now)"]
@@ -68,6 +69,17 @@ def _report(client: Any, layout: CrawlLayout, top: int) -> list[str]:
         lines += [f"    {d:<40} {n:>8} requests, next fetch in {max(0.0, t - now):7.2f} s"
                   for n, d, t in sorted(hosts, reverse=True)[:top]]
     return lines
+
+
+def _false_positives(shards: list[ShardFigures]) -> str:
+    """The chance a new URL is taken for a seen one at the filter's current fill: the highest
+    of the shards, and what a full generation was sized for."""
+    rates = [(s.seen_false_positive_rate, s) for s in shards if s.seen_false_positive_rate is not None]
+    if not rates:
+        return "- (nothing seen yet)"
+    rate, worst = max(rates, key=lambda r: r[0])
+    return (f"{100 * rate:.4f}% now (sized for {100 * worst.seen_error_rate:g}% a full "
+            f"generation; {worst.seen_generations} generation{'s' if worst.seen_generations != 1 else ''})")
 
 
 def _confirm(question: str) -> bool:

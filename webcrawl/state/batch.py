@@ -15,6 +15,12 @@ is under way at a time; :meth:`WriteBatch.flush` (a pop or a look that must see 
 waits for it and answers it first, so the order of writes and reads stays the order they were
 made in.
 
+A lease's ack (the fetch it leased is done) goes only after every call built with or before it
+was answered, one round trip later: a pipeline is not atomic (on a cluster each node answers for
+itself), and an ack applied while the push of the requests its page led to failed would lose them
+if the process died before sending that push again; held back, the lease expires instead and the
+page is fetched again.
+
 Each script call carries a fresh operation id (:func:`~webcrawl.state.scripts.new_op_id`), so
 the client's retry after a timeout cannot apply a batch twice. Answers come back through the
 callbacks given with each operation, in the order operations were added.
@@ -125,6 +131,8 @@ class WriteBatch:
         self._bucket = 0.0
         self._scheduled = False
         self._unsent: list[_Call] = []
+        #: Lease acks waiting for the calls built with or before them to be answered.
+        self._held: list[_Call] = []
         self._behind: _Behind | None = None
         self._sender: ThreadPoolExecutor | None = None
         self.flushes = 0
@@ -132,7 +140,7 @@ class WriteBatch:
     def __len__(self) -> int:
         return sum(len(s.callbacks) + len(s.entries) + sum(map(len, s.acks.values()))
                    for s in self._shards.values()) + len(self._ledger) + (self._bucket != 0) + len(
-            self._unsent)
+            self._unsent) + len(self._held)
 
     def _soon(self) -> None:
         if not self._scheduled and self.schedule is not None:
@@ -190,6 +198,10 @@ class WriteBatch:
                 s.sitemap_max_disagreement_rate, s.sitemap_memory, repr(float(self.not_before)),
                 repr(float(s.events_retention_seconds)), repr(float(s.removal_confirm_seconds)),
                 repr(float(s.removed_probe_seconds)), int(s.checks_kept)]
+        # Acks held from earlier builds go once every call built before them was answered.
+        answered = not self._unsent
+        ready, self._held = (self._held, []) if answered else ([], self._held)
+        writes = len(self._unsent)
         for index, work in shards.items():
             keys = self.layout.all_shards[index]
             # Lands first: a pipeline is not atomic, and another process's pop between a push and
@@ -204,8 +216,8 @@ class WriteBatch:
                 self._unsent.append(_Call("push", index, work, "push",
                                           shard_keys_for("push", keys, new_op_id()), args))
             for owner, leases in work.acks.items():
-                self._unsent.append(_Call("ack", index, work, "lease", shard_keys_for("lease", keys),
-                                          [owner, "ack", self.queue.lease_seconds, *leases]))
+                self._held.append(_Call("ack", index, work, "lease", shard_keys_for("lease", keys),
+                                        [owner, "ack", self.queue.lease_seconds, *leases]))
         for cycle_id, figures in ledger.items():
             args: list[Any] = [self.scripts.op_ttl]
             for key, amount in figures.items():
@@ -217,6 +229,9 @@ class WriteBatch:
             self._unsent.append(_Call("bucket", 0, _Shard(), "bucket",
                                       [self.layout.bucket, self.layout.op(new_op_id())],
                                       ["give", repr(float(bucket)), self.scripts.op_ttl]))
+        if answered and len(self._unsent) == writes:  # nothing else goes: this build's acks too
+            ready, self._held = ready + self._held, []
+        self._unsent += ready
 
     def flush(self) -> bool:
         """Send everything waiting, in one pipeline; answers go to the callbacks. Returns whether
@@ -228,11 +243,11 @@ class WriteBatch:
         server applied although the client saw an error answers its kept result the second
         time, with no second effect."""
         self.settle()
-        calls = self._take()
-        if not calls:
-            return False
-        self._answer(calls, self._send_all(calls, self.client)[0])
-        return True
+        sent = False
+        while calls := self._take():  # a second round when acks were held for this one
+            self._answer(calls, self._send_all(calls, self.client)[0])
+            sent = True
+        return sent
 
     def send_behind(self, post: Callable[[Callable[[], None]], Any], done: Done,
                     riders: Sequence[Callable[[Any], None]] = ()) -> bool:
@@ -308,6 +323,8 @@ class WriteBatch:
     def _answer(self, calls: list[_Call], replies: list[Any]) -> None:
         del self._unsent[:len(calls)]
         self.flushes += 1
+        if self._held:
+            self._soon()  # the acks held for these calls go next
         for call, reply in zip(calls, replies):
             work = call.work
             if call.kind == "push":

@@ -1,10 +1,13 @@
 """What a crawl holds, shard by shard, for ``scrapy crawlstate`` (read-only): queued requests,
-revisits, leases, known pages, and the seen-filter slice (URLs taken in, capacity, generations)."""
+revisits, leases, known pages, and the seen-filter slice (URLs taken in, capacity, generations, the
+chance it takes a new URL for a seen one at its fill)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+from webcrawl.state.seen import BloomParams
 
 if TYPE_CHECKING:
     from webcrawl.state.layout import CrawlLayout
@@ -29,6 +32,15 @@ class ShardFigures:
     #: generations it has grown to (webcrawl.state.seen)
     seen_capacity: int = 0
     seen_generations: int = 1
+    seen_error_rate: float = 0.0  #: the false-positive rate a full generation was sized for
+
+    @property
+    def seen_false_positive_rate(self) -> float | None:
+        """The chance the slice takes a new URL for a seen one at its current fill (None: its
+        size is not recorded yet)."""
+        if not self.seen_capacity or not 0 < self.seen_error_rate < 1:
+            return None
+        return BloomParams(self.seen_capacity, self.seen_error_rate).false_positive_rate_at(self.seen)
 
 
 def server_time(client: Any) -> float:
@@ -44,18 +56,19 @@ def shard_figures(client: Any, layout: CrawlLayout, now: float) -> list[ShardFig
         pipe.zcard(shard.due)
         pipe.zcard(shard.leases)
         pipe.hlen(shard.pages)
-        pipe.hmget(shard.seen_meta, "count", "capacity", "generations")
+        pipe.hmget(shard.seen_meta, "count", "capacity", "generations", "error_rate")
         pipe.zrange(shard.ready_new, 0, -1, withscores=True)
         pipe.zrange(shard.ready_due, 0, -1, withscores=True)
         pipe.hlen(shard.refused)
-        (queued, due, leased, pages, (seen, capacity, generations), new, ready_due,
+        (queued, due, leased, pages, (seen, capacity, generations, rate), new, ready_due,
          refused) = pipe.execute()
         figures = ShardFigures(shard.index, int(queued or 0), int(due), int(leased), int(pages),
                                int(seen or 0), len(new),
                                sum(1 for _, t in [*new, *ready_due] if t <= now),
                                refused=int(refused),
                                seen_capacity=int(capacity or 0),
-                               seen_generations=int(generations or 1))
+                               seen_generations=int(generations or 1),
+                               seen_error_rate=float(rate or 0))
         for host, at in new:
             name = host.decode() if isinstance(host, bytes) else host
             count = int(client.zlexcount(shard.frontier, f"[{name}\0", f"({name}\1"))

@@ -55,13 +55,18 @@ from dataclasses import dataclass
 from functools import cached_property
 
 __all__ = ["EXCLUDED", "EXCLUDED_EVENTS", "GLOBAL_PREFIX", "LAYOUT_VERSION", "CrawlLayout",
-           "ShardKeys", "validate_crawl_name"]
+           "LayoutMismatch", "ShardKeys", "validate_crawl_name"]
 
 GLOBAL_PREFIX = "webcrawl:"
 EXCLUDED = "webcrawl:excluded"
 EXCLUDED_EVENTS = "webcrawl:excluded:events"
 LAYOUT_VERSION = 3
 MAX_SHARDS = 4096
+
+
+class LayoutMismatch(ValueError):
+    """A crawl's state in Redis was written in a layout this version does not read (the crawl's
+    ``meta`` hash records it; checked when a crawl opens)."""
 
 
 def validate_crawl_name(name: str) -> str:

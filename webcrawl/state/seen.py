@@ -133,6 +133,22 @@ class BloomParams:
         """The chance a new URL is taken for a seen one once ``generations`` are full."""
         return 1.0 - (1.0 - self.error_rate) ** generations
 
+    def generations_at(self, count: int) -> int:
+        """The generations a slice has grown to once it took ``count`` URLs (it grows when the
+        newest is full, up to :attr:`max_generations`)."""
+        return min(count // self.capacity + 1, self.max_generations)
+
+    def false_positive_rate_at(self, count: int) -> float:
+        """The chance a new URL is taken for a seen one now that the slice took ``count`` URLs:
+        each full generation answers yes with its fill's chance, the newest with its own."""
+        generations = self.generations_at(count)
+        newest = count - (generations - 1) * self.capacity
+
+        def one(held: int) -> float:  # a URL's k bits all set, one bit per slice of b bits
+            return float((1.0 - math.exp(-held / self.bits_per_slice)) ** self.num_slices)
+
+        return 1.0 - (1.0 - one(self.capacity)) ** (generations - 1) * (1.0 - one(newest))
+
     def offsets_function(self) -> Callable[[str], list[int]]:
         """A function mapping a key to its ``k`` bit offsets in the bitmap."""
         hashes, _ = make_hashfuncs(self.num_slices, self.bits_per_slice)
