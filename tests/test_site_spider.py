@@ -232,6 +232,16 @@ def test_a_lister_read_again_rechecks_the_known_pages_it_stopped_showing(spider:
     assert items[0].links == ("http://shop.test/product/1", "http://shop.test/product/2")
 
 
+def test_a_page_this_process_just_revisited_is_not_rechecked(spider: SiteSpider) -> None:
+    """Its revisit told its fate (a moved page's listing stops showing it once it moved: the
+    revisit that met the 301 is enough)."""
+    spider.revisit_request("http://shop.test/product/9")
+    resp = response("http://shop.test/category/kettles/", CATEGORY)
+    resp.meta.update({M.KNOWN: True, M.LINKS: ("http://shop.test/product/1", "http://shop.test/product/9")})
+    requests, _ = run(spider, resp)
+    assert not [r for r in requests if r.meta.get(M.RECHECK)]
+
+
 def test_a_known_page_reached_through_redirects_is_moved_only_when_all_were_permanent(
         spider: SiteSpider) -> None:
     old, new = "http://shop.test/product/1", "http://shop.test/product/7"

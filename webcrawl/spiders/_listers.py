@@ -7,7 +7,9 @@ pages it shows are kept in the crawl state with its record; read again, the know
 longer shows are rechecked at once (they died or moved: a move is then seen from its old URL
 before the listing's link to its new URL is fetched as a new page), at most
 :data:`MAX_RECHECKS` a reading and a page at most once per :data:`RECHECK_MEMORY_SECONDS` in a
-process (several listers may stop showing it; one fetch tells its fate).
+process (several listers may stop showing it; one fetch tells its fate), and not at all when
+this process fetched it in the last :data:`FETCHED_MEMORY_SECONDS` (its revisit told its fate:
+a listing read just after a moved page's revisit no longer shows it, and rightly so).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ if TYPE_CHECKING:
     from webcrawl.parse import PageParser, ParseResult
     from webcrawl.sites import SiteConfig
 
-__all__ = ["GONE_STATUSES", "MAX_KEPT_LINKS", "MAX_RECHECKS", "PERMANENT_REDIRECTS",
+__all__ = ["FETCHED_MEMORY_SECONDS", "GONE_STATUSES", "MAX_KEPT_LINKS", "MAX_RECHECKS", "PERMANENT_REDIRECTS",
            "RECHECK_MEMORY_SECONDS", "Listers", "redirected"]
 
 #: Answers of a known page that say it is gone (handed to ``parse``, not filtered).
@@ -35,6 +37,8 @@ PERMANENT_REDIRECTS = frozenset((301, 308))
 MAX_RECHECKS = 20
 #: A page rechecked is not rechecked again by this process for this long.
 RECHECK_MEMORY_SECONDS = 3600.0
+#: A page this process revisited this recently is not rechecked: that revisit told its fate.
+FETCHED_MEMORY_SECONDS = 60.0
 #: Typed pages a sitemap may list and still be kept for its next reading's rechecks.
 MAX_KEPT_LINKS = 10_000
 #: Pages remembered as rechecked before the memory is pruned.
@@ -65,6 +69,7 @@ class Listers:
         self.listing_types = frozenset(t.name for t in site.page_types if t.listing is not None)
         self._last: tuple[Any, tuple[str, ...] | None] | None = None
         self._rechecked: dict[str, float] = {}
+        self._fetched: dict[str, float] = {}  # known page -> when this process last revisited it
 
     def shown(self, result: ParseResult) -> tuple[str, ...] | None:
         """The typed pages ``result``'s page shows (sorted) when it is a lister, else ``None``;
@@ -95,12 +100,22 @@ class Listers:
         """Which of the pages a lister stopped showing to recheck now (at most
         :data:`MAX_RECHECKS`, none rechecked by this process lately), and how many were left."""
         now = time.monotonic()
-        recent = self._rechecked
+        recent, fetched = self._rechecked, self._fetched
         if len(recent) > _RECHECK_MEMORY_SIZE:
             self._rechecked = recent = {u: t for u, t in recent.items()
                                         if now - t < RECHECK_MEMORY_SECONDS}
-        due = sorted(u for u in unlisted if now - recent.get(u, -math.inf) >= RECHECK_MEMORY_SECONDS)
+        due = sorted(u for u in unlisted
+                     if now - recent.get(u, -math.inf) >= RECHECK_MEMORY_SECONDS
+                     and now - fetched.get(u, -math.inf) >= FETCHED_MEMORY_SECONDS)
         chosen = due[:MAX_RECHECKS]
         for url in chosen:
             recent[url] = now
         return chosen, len(due) - len(chosen)
+
+    def revisiting(self, url: str) -> None:
+        """This process is revisiting the known page ``url`` now (canonical)."""
+        now = time.monotonic()
+        if len(self._fetched) > _RECHECK_MEMORY_SIZE:
+            self._fetched = {u: t for u, t in self._fetched.items()
+                             if now - t < FETCHED_MEMORY_SECONDS}
+        self._fetched[url] = now

@@ -245,6 +245,8 @@ class SiteSpider(scrapy.Spider):
             return self._sitemap_request(url, 0, known=True, meta=meta)
         meta = dict(meta or {})
         meta.setdefault("handle_httpstatus_list", GONE_STATUSES)
+        if self._listers is not None and not meta.get(M.RECHECK):
+            self._listers.revisiting(meta.get(M.CANONICAL_URL) or url)
         # Already popped: its priority orders only what its answer leads to (the redirect of a
         # page that moved), which must go before the new URLs a listing shows.
         return scrapy.Request(url, callback=self.parse, dont_filter=True, meta=meta,
