@@ -5,6 +5,7 @@ budget, and the HTML page (well-formed, one chart per measure)."""
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import re
@@ -21,7 +22,7 @@ from scrapy.utils.test import get_crawler
 from tests import _shopcrawl as shop
 from tests._scheduler_harness import settings_for
 from tests.crawls import REPO, finish, pages, start_crawl
-from webcrawl.commands._reportdata import NO_TYPE, figures_from_ledger
+from webcrawl.commands._reportdata import NO_TYPE, figures_from_ledger, ledger_for
 from webcrawl.commands._reporthtml import page
 from webcrawl.commands._reportsvg import count_axis
 from webcrawl.commands._reporttext import METRICS, render_text
@@ -31,6 +32,7 @@ from webcrawl.extensions.allocator import Allocator
 from webcrawl.runtime import CrawlRuntime
 from webcrawl.sites import site_from_dict
 from webcrawl.spiders.site import SiteSpider
+from webcrawl.state.client import connect
 from webcrawl.state.pagestore import observe_op
 
 DAY = 86_400.0
@@ -187,6 +189,45 @@ def test_report_command_text_and_html(redis_url: str, tmp_path: Path) -> None:
     missing = run_report(redis_url, "--cycle", "9")
     assert missing.returncode == 2 and missing.stderr.strip() == (
         "scrapy: error: crawl 'reported' has no cycle 9 (cycles: 1, 2)")
+
+
+def test_cycles_rolled_up_past_the_retention_still_count_in_the_report(
+        redis_url: str, tmp_path: Path) -> None:
+    """Cycle 1 rolled up (webcrawl.state.ledger retention): the totals over all cycles, the
+    cycle count and spent / budget are what they were; a note says what was rolled up; it has no
+    line nor --cycle of its own; --json carries the summary."""
+    prepare(redis_url, tmp_path, time.time())
+    before = run_report(redis_url, "--html", str(tmp_path / "before.html"))
+    assert before.returncode == 0, before.stderr
+    client, _, _ = connect(redis_url)
+    try:
+        done = ledger_for(client, "reported").retain(1, now=time.time() + 3 * 3600, settle_seconds=600)
+    finally:
+        client.close()
+    assert done.rolled == 1
+    after = run_report(redis_url, "--html", str(tmp_path / "after.html"))
+    assert after.returncode == 0, after.stderr
+    assert "crawl 'reported', 2 cycles, costs in requests" in after.stdout
+    for name in ("product", "category", NO_TYPE, "total"):
+        assert table_row(after.stdout, name)[1:8] == table_row(before.stdout, name)[1:8], name
+    assert ("Cycle 1 rolled up past the ledger's retention (WEBCRAWL_CYCLE_RETENTION): their 11 "
+            "fetches and 11 spent of 100 count in the figures over all cycles") in after.stdout
+    assert "per cycle:" in before.stdout and "per cycle:" not in after.stdout  # one cycle kept
+
+    def tiles(name: str) -> list[str]:
+        root = ET.parse(tmp_path / name).getroot()
+        return ["".join(t.itertext()) for t in root.iter(f"{{{NS['h']}}}div") if t.get("class") == "tile"]
+
+    assert tiles("after.html") == tiles("before.html")
+    assert "21 / 200spent / budget (requests), all cycles" in tiles("after.html")
+    gone = run_report(redis_url, "--cycle", "1")
+    assert gone.returncode == 2 and gone.stderr.strip() == (
+        "scrapy: error: cycle 1 of crawl 'reported' was rolled up with cycles 1 to 1: they count in "
+        "the report over all cycles; cycles kept: 2 to 2 (WEBCRAWL_CYCLE_RETENTION)")
+    figures = json.loads(run_report(redis_url, "--json").stdout)
+    assert list(figures["cycles"]) == ["2"]
+    rolled = figures["rolled_up"]
+    assert (rolled["cycles"], rolled["first"], rolled["last"], rolled["booked"]) == (1, 1, 1, 11)
 
 
 def test_unknown_crawl_is_one_line_error(redis_url: str, tmp_path: Path) -> None:

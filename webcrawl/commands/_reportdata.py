@@ -20,6 +20,11 @@ never makes a number up. :func:`figures_from_ledger` fills it from one cycle's l
 A crawl records ``known = fetched + waiting`` at each close; pages never fetched and not waiting
 (a ledger that records ``never_fetched`` apart) were evicted from a full frontier. Page type ``-`` is
 :data:`NO_TYPE`.
+
+Cycles past the ledger's retention (``WEBCRAWL_CYCLE_RETENTION``) are rolled up into one summary
+(``cycles:rolled``): :func:`rolled_from_ledger` reads it as :class:`RolledUp`, whose figures carry
+the same amounts (budget, spent, idle, the rows by page type) added over those cycles, and no
+coverage or freshness (those were each cycle's own, at its close).
 """
 
 from __future__ import annotations
@@ -29,10 +34,10 @@ from typing import Any
 
 from webcrawl.state.freshness import TOTAL, Freshness
 from webcrawl.state.layout import CrawlLayout
-from webcrawl.state.ledger import OUTCOMES, LedgerStore
+from webcrawl.state.ledger import OUTCOMES, ROLLUP_FIELDS, LedgerStore
 
-__all__ = ["NO_TYPE", "TOTAL_ROW", "CycleFigures", "Row", "figures_from_ledger", "ledger_for", "rows_from",
-           "with_freshness", "with_total"]
+__all__ = ["NO_TYPE", "TOTAL_ROW", "CycleFigures", "RolledUp", "Row", "figures_from_ledger", "ledger_for",
+           "rolled_from_ledger", "rows_from", "with_freshness", "with_total"]
 
 NO_TYPE = "(no type)"  #: the one name of fetches without a page type (robots.txt, sitemaps, ...)
 TOTAL_ROW = "total"
@@ -186,3 +191,27 @@ def figures_from_ledger(cycle_id: int, numbers: dict[str, float],
         coverage_never_fetched=_count(numbers, "never_fetched"),
         freshness_at=freshness.at if freshness is not None and freshness.pages else None,
     )
+
+
+@dataclass
+class RolledUp:
+    """The cycles rolled up past the ledger's retention: how many, the first and last of them,
+    and their figures added up (``figures.id`` is the last one's)."""
+
+    count: int
+    first: int
+    last: int
+    figures: CycleFigures
+
+
+def rolled_from_ledger(numbers: dict[str, float]) -> RolledUp | None:
+    """The ledger's rolled-up summary (:meth:`LedgerStore.rolled_up`), ``None`` when no cycle was
+    rolled up."""
+    count = int(numbers.get("cycles", 0))
+    if count <= 0:
+        return None
+    amounts = {k: v for k, v in numbers.items() if k not in ROLLUP_FIELDS}
+    figures = figures_from_ledger(int(numbers.get("last", 0)), amounts, None)
+    figures.started = numbers.get("started", 0.0)
+    figures.ends = _optional(numbers, "ends")
+    return RolledUp(count, int(numbers.get("first", 0)), int(numbers.get("last", 0)), figures)

@@ -193,6 +193,7 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
 
 
 def _tiles(rows: dict[str, Row], cycles: Sequence[CycleFigures], unit: str, rows_now: bool) -> str:
+    """``cycles``: those the figures cover (a rolled-up summary of old cycles among them)."""
     total = rows.get(TOTAL_ROW) or Row()
     spent = sum(c.spent or 0.0 for c in cycles)
     budget = sum(c.budget or 0.0 for c in cycles)
@@ -205,10 +206,13 @@ def _tiles(rows: dict[str, Row], cycles: Sequence[CycleFigures], unit: str, rows
 
 
 def page(title: str, scope: str, rows: dict[str, Row], cycles: Sequence[CycleFigures], unit: str,
-         now: float | None, now_at: float | None, rows_now: bool = True) -> str:
+         now: float | None, now_at: float | None, rows_now: bool = True,
+         rolled: CycleFigures | None = None, rolled_note: str = "") -> str:
     """The whole page. ``rows`` are the figures by page type over ``scope`` (all cycles or one),
     ``cycles`` every cycle for the charts; ``now`` the total freshness estimated at ``now_at``;
-    ``rows_now``: the freshness in ``rows`` is that estimate (not one kept at a cycle's close)."""
+    ``rows_now``: the freshness in ``rows`` is that estimate (not one kept at a cycle's close);
+    ``rolled``: the cycles rolled up past the ledger's retention, counted in ``rows`` and the
+    tiles but not charted, which ``rolled_note`` explains."""
     if not cycles:
         span = "no cycle yet"
     elif len(cycles) == 1:
@@ -221,7 +225,8 @@ def page(title: str, scope: str, rows: dict[str, Row], cycles: Sequence[CycleFig
              f"<title>{escape(title)}</title><style>{STYLE}</style></head><body>",
              f"<h1>{escape(title)}</h1>",
              f'<p class="lead">{escape(scope)}; {escape(span)}. Costs in {escape(unit)}.</p>',
-             _tiles(rows, cycles, unit, rows_now)]
+             *([f"<p>{escape(rolled_note)}</p>"] if rolled_note else []),
+             _tiles(rows, [*cycles, *([rolled] if rolled is not None else [])], unit, rows_now)]
     if cycles:
         parts += ["<h2>Each cycle</h2>", '<div class="grid">', *_cycle_figures(cycles, unit, now, now_at), "</div>",
                   "<h2>By page type</h2>", f"<p>{escape(NO_TYPE)}: fetches without a page type (robots.txt, "

@@ -9,6 +9,10 @@ cycles with the freshness estimated now, and one line per cycle; ``--cycle N`` s
 with the freshness kept at its close (or estimated now for the current cycle). ``--html FILE``
 writes the same as one self-contained page with charts. docs/report.md shows an example.
 
+Cycles past the ledger's retention (``WEBCRAWL_CYCLE_RETENTION``) are rolled up: their amounts
+count in the figures over all cycles (the table by page type, spent and budget), a note says
+which cycles they were, and they have no line of their own (nor ``--cycle``).
+
 A crawl with no cycle in Redis is an error: one ``scrapy: error:`` line naming the crawls that
 have some, exit status 2.
 """
@@ -29,15 +33,17 @@ from webcrawl.commands._oneshot import command_redis
 from webcrawl.commands._reportdata import (
     TOTAL_ROW,
     CycleFigures,
+    RolledUp,
     Row,
     figures_from_ledger,
     ledger_for,
+    rolled_from_ledger,
     rows_from,
     with_freshness,
     with_total,
 )
 from webcrawl.commands._reporthtml import page
-from webcrawl.commands._reporttext import freshness_note, render_text
+from webcrawl.commands._reporttext import format_cost, freshness_note, render_text
 from webcrawl.config import StateConfig
 from webcrawl.state.clearing import layout_of
 from webcrawl.state.freshness import TOTAL, Freshness, current as current_freshness, read_snapshot
@@ -53,11 +59,24 @@ UNITS = {"bandwidth": "bytes", "credits": "credits", "requests": "requests"}
 
 
 def render_html(title: str, scope: str, rows: dict[str, Row], cycles: list[CycleFigures], unit: str,
-                now: Freshness | None, rows_now: bool = True) -> str:
-    """The page; ``now`` is the freshness estimated now, ``rows_now`` whether ``rows`` carry it."""
+                now: Freshness | None, rows_now: bool = True, rolled: RolledUp | None = None) -> str:
+    """The page; ``now`` is the freshness estimated now, ``rows_now`` whether ``rows`` carry it,
+    ``rolled`` the cycles rolled up (counted in ``rows``)."""
     total = now.mean.get(TOTAL) if now is not None else None
     return page(title, scope, rows, cycles, unit, total, now.at if total is not None and now else None,
-                rows_now)
+                rows_now, rolled=rolled.figures if rolled is not None else None,
+                rolled_note=rolled_note(rolled, unit) if rolled is not None else "")
+
+
+def rolled_note(rolled: RolledUp, unit: str) -> str:
+    """What the report says of the cycles rolled up."""
+    f = rolled.figures
+    which = f"Cycle {rolled.first}" if rolled.count == 1 else (
+        f"Cycles {rolled.first} to {rolled.last} ({rolled.count:,} cycles)")
+    return (f"{which} rolled up past the ledger's retention (WEBCRAWL_CYCLE_RETENTION): their "
+            f"{f.total.fetches:,.0f} fetches and {format_cost(f.spent, unit)} spent of "
+            f"{format_cost(f.budget, unit)} count in the figures over all cycles; they have no line "
+            "of their own, coverage or freshness.")
 
 
 def _site(settings: BaseSettings, name: str) -> Any:
@@ -103,8 +122,11 @@ class Command(ScrapyCommand):
         ids = ledger.cycle_ids()
         if not ids:
             fail(f"no crawl {layout.crawl!r} with cycles in {where}")
-        print(json.dumps({"crawl": layout.crawl,
-                          "cycles": {str(i): ledger.numbers(i) for i in ids}}, sort_keys=True))
+        out: dict[str, Any] = {"crawl": layout.crawl, "cycles": {str(i): ledger.numbers(i) for i in ids}}
+        rolled = ledger.rolled_up()
+        if rolled:
+            out["rolled_up"] = rolled
+        print(json.dumps(out, sort_keys=True))
 
     def _report(self, client: Any, keys: CrawlLayout, name: str, opts: argparse.Namespace,
                 where: str) -> None:
@@ -116,7 +138,12 @@ class Command(ScrapyCommand):
             known = crawls_with_cycles(client)
             fail(f"no crawl {keys.crawl!r} with cycles in {where}",
                  f"crawls there: {', '.join(known)}" if known else "no crawl has run there yet")
+        rolled = rolled_from_ledger(ledger.rolled_up())
         if opts.cycle is not None and opts.cycle not in ids:
+            if rolled is not None and rolled.first <= opts.cycle <= rolled.last:
+                fail(f"cycle {opts.cycle} of crawl {keys.crawl!r} was rolled up with cycles "
+                     f"{rolled.first} to {rolled.last}: they count in the report over all cycles",
+                     f"cycles kept: {ids[0]} to {ids[-1]} (WEBCRAWL_CYCLE_RETENTION)")
             fail(f"crawl {keys.crawl!r} has no cycle {opts.cycle} (cycles: {', '.join(map(str, ids))})")
         site = _site(settings, name)
         unit = UNITS[site.budget.billing] if site is not None else "cost units"
@@ -133,18 +160,21 @@ class Command(ScrapyCommand):
             rows, scope = chosen.rows, f"cycle {chosen.id}"
         else:
             summed: dict[str, Row] = {}
-            for c in cycles:
+            for c in [*cycles, *([rolled.figures] if rolled is not None else [])]:
                 for kind, row in c.rows.items():
                     if kind != TOTAL_ROW:
                         summed.setdefault(kind, Row()).add(row)
             rows = with_freshness(with_total(summed), now if now.pages else None)
-            scope = f"{len(cycles)} cycle{'s' if len(cycles) != 1 else ''}"
+            count = len(cycles) + (rolled.count if rolled is not None else 0)
+            scope = f"{count:,} cycle{'s' if count != 1 else ''}"
         total_now = now.mean.get(TOTAL) if now.pages else None
+        notes = [rolled_note(rolled, unit)] if rolled is not None and opts.cycle is None else []
         note = freshness_note(cycles, total_now, now.at) if opts.cycle is None else None
+        notes += [note] if note else []
         title = f"webcrawl report: crawl {keys.crawl!r}, {scope}, costs in {unit}"
-        print(render_text(title, rows, cycles, unit, [note] if note else []), end="")
+        print(render_text(title, rows, cycles, unit, notes), end="")
         if opts.html:
             html = render_html(f"Crawl {keys.crawl!r}", scope, rows, cycles, unit, now if now.pages else None,
-                               rows_now=opts.cycle is None)
+                               rows_now=opts.cycle is None, rolled=rolled)
             Path(opts.html).write_text(html, encoding="utf-8")
             print(f"wrote {opts.html}")

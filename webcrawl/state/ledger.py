@@ -8,7 +8,16 @@ A cycle is the budget's accounting and reporting period: one ``scrapy crawl`` ru
 
 Keys (crawl-wide slot, :mod:`webcrawl.state.layout`): ``cycle`` (hash: the current cycle),
 ``cycle:seq``, ``cycles`` (zset: id -> start time), ``cycle:<id>`` (hash: the figures below),
-``cycle:<id>:workers`` (zset: process token -> heartbeat expiry), ``planner:lock``.
+``cycle:<id>:workers`` (zset: process token -> heartbeat expiry), ``cycles:rolled`` (hash: the
+cycles past the retention, rolled up), ``planner:lock`` (a :class:`~webcrawl.state.lock.TokenLock`).
+
+Retention (:meth:`LedgerStore.retain`): the newest ``WEBCRAWL_CYCLE_RETENTION`` cycles keep their
+hashes; an older one, once it has ended a while ago and no process works on it, is rolled up
+(``lua2/rollup.lua``): its amounts (budget, booked, idle, spent, fetches, costs and verdicts per
+page type) are added to ``cycles:rolled``, its snapshots (coverage and freshness at its close,
+the allocator's latest figures) dropped, and its keys deleted. So the report's totals over all
+cycles stay whole while the ledger keeps a bounded number of keys. Processes whose heartbeat
+expired (they died without leaving) are removed from the workers of the cycles kept.
 
 | field of ``cycle:<id>`` | meaning |
 | --- | --- |
@@ -25,20 +34,19 @@ Keys (crawl-wide slot, :mod:`webcrawl.state.layout`): ``cycle`` (hash: the curre
 from __future__ import annotations
 
 from dataclasses import dataclass
+from importlib import resources
 from typing import TYPE_CHECKING, Any
+
+from webcrawl.state.lock import TokenLock
 
 if TYPE_CHECKING:
     from webcrawl.state.layout import CrawlLayout
 
-__all__ = ["OUTCOMES", "Cycle", "LedgerStore", "crawls_with_cycles"]
+__all__ = ["OUTCOMES", "Cycle", "LedgerStore", "Retained", "crawls_with_cycles"]
 
 OUTCOMES = ("new", "changed", "unchanged")
-
-# Delete the lock only if it still holds our token (it may have expired and been taken).
-_UNLOCK = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
-return 0
-"""
+#: Fields of ``cycles:rolled`` that describe the cycles it holds rather than add up their figures.
+ROLLUP_FIELDS = ("cycles", "first", "last", "started", "ends")
 
 
 def _text(value: bytes | str) -> str:
@@ -53,13 +61,23 @@ class Cycle:
     budget: float
 
 
+@dataclass(frozen=True)
+class Retained:
+    """What one retention pass did: cycles rolled up, dead workers removed."""
+
+    rolled: int
+    dead_workers: int
+
+
 class LedgerStore:
     """Cycles of one crawl (see the module docstring)."""
 
     def __init__(self, client: Any, layout: CrawlLayout) -> None:
         self.client = client
         self.layout = layout
-        self._unlock = client.register_script(_UNLOCK)
+        self.planning_lock = TokenLock(client, layout.planner_lock)
+        self._rollup = client.register_script(
+            resources.files("webcrawl.state").joinpath("lua2/rollup.lua").read_text())
 
     def cycle_key(self, cycle_id: int) -> str:
         return self.layout.key(f"cycle:{cycle_id}")
@@ -109,12 +127,11 @@ class LedgerStore:
 
     def lock(self, token: str, ttl_seconds: float) -> bool:
         """Take the planning lock (``SET NX PX``): True if this ``token`` now holds it."""
-        return bool(self.client.set(self.layout.planner_lock, token, nx=True,
-                                    px=max(int(ttl_seconds * 1000), 1)))
+        return self.planning_lock.acquire(token, ttl_seconds)
 
     def unlock(self, token: str) -> bool:
         """Release the lock if ``token`` still holds it (never someone else's after an expiry)."""
-        return bool(self._unlock(keys=[self.layout.planner_lock], args=[token]))
+        return self.planning_lock.release(token)
 
     # -- the processes working on a cycle --------------------------------------------------------
 
@@ -128,6 +145,65 @@ class LedgerStore:
     def live_workers(self, cycle_id: int, now: float) -> int:
         """Processes whose heartbeat has not expired at ``now``."""
         return int(self.client.zcount(f"{self.cycle_key(cycle_id)}:workers", f"({now!r}", "+inf"))
+
+    def workers(self, cycle_id: int) -> dict[str, float]:
+        """Every process noted on the cycle, live or not: token -> heartbeat expiry."""
+        raw = self.client.zrange(f"{self.cycle_key(cycle_id)}:workers", 0, -1, withscores=True)
+        return {_text(k): float(v) for k, v in raw}
+
+    # -- retention -------------------------------------------------------------------------------
+
+    @property
+    def rollup_key(self) -> str:
+        return self.layout.key("cycles:rolled")
+
+    def rolled_up(self) -> dict[str, float]:
+        """The summary of the cycles rolled up (empty when none was): their amounts added up, and
+        ``cycles`` (how many), ``first``, ``last`` (ids), ``started`` (the first's start),
+        ``ends`` (the last's end)."""
+        raw = self.client.hgetall(self.rollup_key)
+        return {_text(k): float(v) for k, v in raw.items()}
+
+    def roll_up(self, cycle_id: int) -> bool:
+        """Fold cycle ``cycle_id`` into the summary and delete its keys (see the module
+        docstring); False when it was rolled up already."""
+        key = self.cycle_key(cycle_id)
+        return bool(self._rollup(keys=[key, f"{key}:workers", self.layout.key("cycles"),
+                                       self.rollup_key], args=[cycle_id]))
+
+    def retain(self, keep: int, now: float, settle_seconds: float,
+               current: int | None = None) -> Retained:
+        """Keep the newest ``keep`` cycles (at least one); roll up the older ones that ended at
+        least ``settle_seconds`` before ``now`` (server time: what was in flight at their end
+        has been booked), have no live worker and are not ``current``. Remove the expired
+        workers of the cycles kept."""
+        keep = max(int(keep), 1)
+        entries = self.client.zrange(self.layout.key("cycles"), 0, -1, withscores=True)
+        ids = [int(i) for i, _ in entries]
+        started = {int(i): float(at) for i, at in entries}
+        old = [i for i in ids[:-keep] if i != current]
+        gone: set[int] = set()
+        rolled = 0
+        if old:
+            pipe = self.client.pipeline(transaction=False)
+            for i in old:
+                pipe.hget(self.cycle_key(i), "ends")
+                pipe.zcount(f"{self.cycle_key(i)}:workers", f"({now!r}", "+inf")
+            replies = pipe.execute()
+            for j, i in enumerate(old):
+                ends, live = replies[2 * j], int(replies[2 * j + 1])
+                over = float(ends) if ends is not None else started[i]
+                if live == 0 and over + settle_seconds <= now:
+                    rolled += self.roll_up(i)  # 0: rolled up already, by another process
+                    gone.add(i)
+        kept = [i for i in ids if i not in gone]
+        dead = 0
+        if kept:
+            pipe = self.client.pipeline(transaction=False)
+            for i in kept:
+                pipe.zremrangebyscore(f"{self.cycle_key(i)}:workers", "-inf", repr(float(now)))
+            dead = sum(int(n) for n in pipe.execute())
+        return Retained(rolled, dead)
 
 
 def crawls_with_cycles(client: Any) -> list[str]:
