@@ -191,7 +191,7 @@ def main() -> None:
                    joined([x.requests - x.distinct for x in crashes[c]]),
                    joined([x.kills for x in crashes[c]])] for c in crashes]
     seen_rows = [
-        ["webcrawl bloom bitmap, 1% (pre-sized)", f"{seen.bloom_bytes:,}", seen.bloom_bytes / URLS,
+        ["webcrawl bloom bitmap, at most 1% (grown from its first generation)", f"{seen.bloom_bytes:,}", seen.bloom_bytes / URLS,
          f"{seen.false_positives / PROBES:.2%} ({seen.false_positives} of {PROBES:,})",
          f"{seen.bloom_seconds:.1f}"],
         ["scrapy-redis fingerprint set (SADD of SHA-1 hex)", f"{seen.set_bytes:,}", seen.set_bytes / URLS,

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from webcrawl.revisit import GammaPrior
 from webcrawl.state.layout import MAX_SHARDS, validate_crawl_name
+from webcrawl.state.seen import DEFAULT_CAPACITY, DEFAULT_ERROR_RATE
 
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
@@ -26,8 +27,11 @@ DEFAULTS: dict[str, Any] = {
     "WEBCRAWL_DOMAIN_DELAY_SECONDS": 1.0,
     "WEBCRAWL_FRONTIER_MAX_PER_DOMAIN": 100_000,
     "WEBCRAWL_LEASE_SECONDS": 120.0,
-    "WEBCRAWL_BLOOM_CAPACITY": 10_000_000,
-    "WEBCRAWL_BLOOM_ERROR_RATE": 0.01,
+    # The seen filter (webcrawl.state.seen): URLs its first generation holds, for the whole crawl
+    # (each later one holds twice as many: an empty crawl costs a few KB), and the bound on the
+    # chance that it takes a new URL for a seen one, however far it grows.
+    "WEBCRAWL_BLOOM_CAPACITY": DEFAULT_CAPACITY,  # 2,000
+    "WEBCRAWL_BLOOM_ERROR_RATE": DEFAULT_ERROR_RATE,  # 1 %
     "WEBCRAWL_SEEN_CACHE_SIZE": 500_000,
     "WEBCRAWL_PARSE_CACHE_SIZE": 20_000,
     # Net new container objects between two young-generation passes of Python's cyclic garbage
@@ -117,8 +121,8 @@ class StateConfig:
         return CLUSTER_SHARDS if cluster else 1
 
     def bloom_capacity_per_shard(self, shards: int) -> int:
-        """Each shard's slice of the seen filter holds its share of the capacity (hosts spread
-        over shards by a hash; 10% headroom for an uneven spread)."""
+        """Each shard's slice of the seen filter starts with its share of the capacity (hosts
+        spread over shards by a hash; 10% headroom for an uneven spread)."""
         if shards == 1:
             return self.bloom_capacity
         return max(1, int(self.bloom_capacity * 1.1 / shards))

@@ -4,15 +4,16 @@ For projects that keep another scheduler (Scrapy's own, with ``JOBDIR``, say) bu
 shared filter: the crawl's bloom filter slices in Redis (one per shard, by host), canonical URLs
 (w3lib), a local cache of URLs known seen, ``dont_filter`` honoured by the scheduler as usual. Each
 URL not in the local cache costs one blocking round trip; webcrawl's own scheduler batches them
-instead. Like the scheduler, it records the filter's size when the crawl's first user opens it and
-refuses to use a filter sized otherwise (``WEBCRAWL_BLOOM_CAPACITY`` / ``WEBCRAWL_BLOOM_ERROR_RATE``
-/ ``WEBCRAWL_SHARDS`` changed).
+instead. Like the scheduler, it opens the crawl's filter (the crawl's first user records its sizes,
+``WEBCRAWL_BLOOM_CAPACITY`` / ``WEBCRAWL_BLOOM_ERROR_RATE``) and uses the sizes it records.
 
 Every URL it finds new is counted in its slice (the count the scheduler's pushes keep too), and a
-slice past its capacity grows another generation (:mod:`webcrawl.state.seen`). Stats, as the
-scheduler's: ``dupefilter/seen/over_capacity`` (URLs past a slice's capacity, the largest over
-the slices this process used) and ``dupefilter/seen/generations`` (the most generations any of
-them has); a warning is logged each time a slice is seen with more generations than before.
+full generation is followed by a larger one (:mod:`webcrawl.state.seen`). Stats:
+``dupefilter/seen/false_positive_rate`` (as the scheduler's: the chance a new URL is taken for a
+seen one at the fill of the fullest slice this process used) and ``dupefilter/seen/generations``
+(the most generations any of them has). A warning is logged once if that chance passes
+``WEBCRAWL_BLOOM_ERROR_RATE`` (a slice of the layout before past its capacity, or one that
+reached Redis's string limit).
 """
 
 from __future__ import annotations
@@ -51,14 +52,15 @@ class BloomDupeFilter(BaseDupeFilter):
         self.debug = debug
         self._known: set[int] = set()
         self._logged = False
-        self._over = 0
+        self._count = -1
         self._generations = 1
+        self._warned = False
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
         runtime = CrawlRuntime.of(crawler)
-        # As the scheduler does: a filter sized otherwise would take every URL for a new one.
-        runtime.queue.check_seen_filter(runtime.bloom)
+        # As the scheduler does: the sizes the crawl's filter records win over the settings.
+        runtime.bloom = runtime.queue.check_seen_filter(runtime.bloom)
         filters = [SeenFilter(runtime.client, shard.seen, runtime.bloom, shard.seen_meta)
                    for shard in runtime.layout.all_shards]
         return cls(filters, runtime.layout, stats=crawler.stats,
@@ -81,24 +83,26 @@ class BloomDupeFilter(BaseDupeFilter):
         return seen
 
     def _counted(self, seen_filter: SeenFilter) -> None:
-        """A new URL went into ``seen_filter``: its slice's count and generations are news."""
-        capacity = seen_filter.params.capacity
-        over = seen_filter.count - capacity
-        if over > self._over:
-            self._over = over
+        """A new URL went into ``seen_filter``: its slice's fill and generations are news."""
+        params = seen_filter.params
+        if seen_filter.count > self._count:
+            self._count = seen_filter.count
+            rate = params.false_positive_rate_at(seen_filter.count)
             if self.stats is not None:
-                self.stats.set_value("dupefilter/seen/over_capacity", over)
+                self.stats.set_value("dupefilter/seen/false_positive_rate", round(rate, 6))
+            if rate > params.error_rate and not self._warned:
+                self._warned = True
+                logger.warning(
+                    "The seen-URL filter of crawl %r holds %d URLs in a shard and takes a new URL "
+                    "for a seen one with a chance of %.2f%%, past WEBCRAWL_BLOOM_ERROR_RATE (%g%%): "
+                    "see 'Growing the seen filter' in docs/scheduler.md", self.layout.crawl,
+                    seen_filter.count, 100 * rate, 100 * params.error_rate)
         if seen_filter.generations > self._generations:
             self._generations = seen_filter.generations
             if self.stats is not None:
                 self.stats.set_value("dupefilter/seen/generations", self._generations)
-            logger.warning(
-                "The seen-URL filter of crawl %r passed its capacity in a shard (%d URLs, sized "
-                "for %d each generation) and grew to %d generations: a new URL is now taken for a "
-                "seen one with a chance of up to %.1f%%. See 'Growing the seen filter' in "
-                "docs/scheduler.md", self.layout.crawl, seen_filter.count, capacity,
-                self._generations,
-                100 * seen_filter.params.false_positive_rate(self._generations))
+            logger.debug("The seen-URL filter of crawl %r grew to %d generations in a shard (%d "
+                         "URLs)", self.layout.crawl, self._generations, seen_filter.count)
 
     def log(self, request: Request, spider: object) -> None:
         if self.debug:

@@ -167,7 +167,9 @@ class ReadyQueueScheduler(BaseScheduler):
             deleted = clear_crawl(runtime.client, runtime.layout)
             logger.info("WEBCRAWL_RESET: cleared crawl %r (%d keys)", runtime.layout.crawl, deleted)
         try:
-            self.queue.check_seen_filter(runtime.bloom)
+            # The sizes the crawl's filter records win over the settings (webcrawl.state.seen).
+            runtime.bloom = self.queue.check_seen_filter(runtime.bloom)
+            self._offsets = runtime.bloom.offsets_function()
             reclaimed = sum(self.queue.reclaim_expired(i) for i in range(runtime.layout.shards))
             if reclaimed:
                 self.stats.inc_value("scheduler/leases/reclaimed", reclaimed)
@@ -571,19 +573,17 @@ class ReadyQueueScheduler(BaseScheduler):
             self._earliest[shard] = -math.inf
         self._queued[shard] = queued
         bloom = self.runtime.bloom
-        self._false_positives[shard] = bloom.false_positive_rate_at(seen)
+        rate = bloom.false_positive_rate_at(seen)
+        self._false_positives[shard] = rate
         self.stats.set_value("dupefilter/seen/false_positive_rate",
                              round(max(self._false_positives.values()), 6))
-        capacity = bloom.capacity
-        if seen > capacity:
-            self.stats.set_value("dupefilter/seen/over_capacity", seen - capacity)
-            if not self._warned_seen:
-                self._warned_seen = True
-                logger.warning(
-                    "The seen-URL filter of crawl %r holds %d URLs in a shard sized for %d: its "
-                    "false positives grow past WEBCRAWL_BLOOM_ERROR_RATE and new URLs may be taken "
-                    "for seen ones. Grow it: see 'Growing the seen filter' in docs/scheduler.md",
-                    self.runtime.layout.crawl, seen, capacity)
+        if rate > bloom.error_rate and not self._warned_seen:
+            self._warned_seen = True
+            logger.warning(
+                "The seen-URL filter of crawl %r holds %d URLs in a shard and takes a new URL for "
+                "a seen one with a chance of %.2f%%, past WEBCRAWL_BLOOM_ERROR_RATE (%g%%): see "
+                "'Growing the seen filter' in docs/scheduler.md",
+                self.runtime.layout.crawl, seen, 100 * rate, 100 * bloom.error_rate)
         self._poke_engine()
 
     def _publish_local_counts(self) -> None:

@@ -105,7 +105,7 @@ def event_from_entry(entry: Mapping[Any, Any], identifier: str) -> dict[str, Any
         "site": _text(fields.get("s")) or None,
         "page_type": _text(fields.get("t")) or None,
         "url": _text(fields.get("u")),
-        "canonical_url": _text(fields.get("c")),
+        "canonical_url": _text(fields.get("c")) or _text(fields.get("u")),  # "": the same
         "detected_at": _time(fields.get("d")),
         "previous_fetch_at": None if kind == "new" else _time(fields.get("f")),
         "record": None if kind == "removed" else record,

@@ -73,13 +73,17 @@ def _report(client: Any, layout: CrawlLayout, top: int) -> list[str]:
 
 def _false_positives(shards: list[ShardFigures]) -> str:
     """The chance a new URL is taken for a seen one at the filter's current fill: the highest
-    of the shards, and what a full generation was sized for."""
+    of the shards, and its bound (of a filter of the layout before: what a full generation was
+    sized for)."""
     rates = [(s.seen_false_positive_rate, s) for s in shards if s.seen_false_positive_rate is not None]
     if not rates:
         return "- (nothing seen yet)"
     rate, worst = max(rates, key=lambda r: r[0])
-    return (f"{100 * rate:.4f}% now (sized for {100 * worst.seen_error_rate:g}% a full "
-            f"generation; {worst.seen_generations} generation{'s' if worst.seen_generations != 1 else ''})")
+    legacy = worst.seen_params is not None and worst.seen_params.legacy
+    bound = (f"sized for {100 * worst.seen_error_rate:g}% a full generation" if legacy
+             else f"at most {100 * worst.seen_error_rate:g}% as it grows")
+    return (f"{100 * rate:.4f}% now ({bound}; "
+            f"{worst.seen_generations} generation{'s' if worst.seen_generations != 1 else ''})")
 
 
 def _confirm(question: str) -> bool:

@@ -153,7 +153,9 @@ def check_row(crawl: str, shard: int, entry_id: str, fields: Mapping[str, str]) 
     """A ``checks`` row of one check-log entry (its id: like an event's, from its entry)."""
     cost, size = fields.get("$") or "", fields.get("n") or ""
     status = fields.get("h") or ""
-    return (event_id(crawl, shard, entry_id), fields.get("s") or "", fields.get("c") or "",
+    # "c" is "" where the canonical URL is the URL fetched ("u").
+    return (event_id(crawl, shard, entry_id), fields.get("s") or "",
+            fields.get("c") or fields.get("u") or "",
             fields.get("u") or "", fields.get("p") or None, float(fields.get("t") or 0.0),
             int(status) if status.isdigit() else None, fields.get("o") or "",
             float(cost) if cost else None, int(size) if size.isdigit() else None,

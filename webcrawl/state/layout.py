@@ -19,7 +19,7 @@ Shard keys (``webcrawl:{<crawl>:<k>}:`` + name):
 | name | type | holds |
 | --- | --- | --- |
 | ``frontier`` | zset (lex) | queued requests: ``<host>\\0<priority key>\\0<seq>|<json>`` |
-| ``due`` | zset (lex) | known pages to revisit: ``<host>\\0<class><due ms>\\0<kind><url>`` (class 0: sitemaps and hubs, first once due; 1: pages) |
+| ``due`` | zset (lex) | known pages to revisit: ``<host>\\0<class><due ms>\\0<kind><url>`` (class 0: sitemaps and hubs, first once due; 1: pages; the URL without ``https://<host>``, ``~`` in its place, or ``http://<host>``, ``^``: layout 4) |
 | ``ready:new`` | zset | host -> next-allowed time, hosts with queued requests |
 | ``ready:due`` | zset | host -> max(next-allowed time, earliest due), hosts with revisits |
 | ``next`` | hash | host -> next-allowed time (server clock) |
@@ -27,15 +27,15 @@ Shard keys (``webcrawl:{<crawl>:<k>}:`` + name):
 | ``health`` | hash | host -> health record (bad-outcome rate, streak, hold) |
 | ``leases`` / ``leased`` | zset / hash | lease id -> expiry; lease id -> owner, class, host, member |
 | ``queued`` / ``seq`` | string | frontier size; sequence keeping equal priorities in order |
-| ``seen`` / ``seen:meta`` | string / hash | the shard's slice of the seen-URL bloom filter; its size and fill |
+| ``seen`` / ``seen:meta`` | string / hash | the shard's slice of the seen-URL filter, generations growing with it (:mod:`webcrawl.state.seen`); its sizes and fill |
 | ``refused`` / ``refused:at`` | hash / zset | URLs the crawl refused (SSRF guard, robots.txt) or evicted from a full frontier: their seen-filter offsets -> reason, URL, time; let in again when met again; the oldest notes go first past the limit (:mod:`webcrawl.state.refused`) |
 | ``excluded`` / ``excluded:version`` | set / string | mirror of the global exclusion list |
-| ``pages`` / ``validators`` | hash | url -> packed page record (:mod:`webcrawl.state.records`); url -> ETag and Last-Modified |
+| ``pages`` / ``validators`` | hash | url -> packed page record (:mod:`webcrawl.state.records`); page key -> ETag and Last-Modified (page key: 8 bytes of the URL's SHA-1, :func:`webcrawl.state.pagestore.page_key`; the URL itself before layout 4) |
 | ``listing`` | hash | listed item url -> summary hash, time since which listings show it, time last listed |
 | ``trust:validators`` / ``trust:sitemaps`` | hash | host -> JSON of the host's trust |
 | ``robots:<origin>`` | hash | robots.txt answer of ``scheme://host:port``, with its expiry |
 | ``dirty`` | set | pages whose record changed since the allocator last read it |
-| ``records`` | hash | url -> the typed page's latest record (compact JSON): the ``previous`` of its next change event |
+| ``records`` | hash | page key -> the typed page's latest record (compact JSON): the ``previous`` of its next change event |
 | ``links`` | hash | url -> the typed pages a listing page or hub showed at its latest reading (sorted, one a line): what its next reading compares with |
 | ``checks`` | stream | every observation of a page (the check log), until the database writer takes it (at most about ``WEBCRAWL_DATABASE_CHECKS_KEPT``) |
 | ``events`` | stream | change events (:mod:`webcrawl.state.eventlog`), kept ``WEBCRAWL_EVENTS_RETENTION_SECONDS`` |
@@ -60,7 +60,10 @@ __all__ = ["EXCLUDED", "EXCLUDED_EVENTS", "GLOBAL_PREFIX", "LAYOUT_VERSION", "Cr
 GLOBAL_PREFIX = "webcrawl:"
 EXCLUDED = "webcrawl:excluded"
 EXCLUDED_EVENTS = "webcrawl:excluded:events"
-LAYOUT_VERSION = 3
+#: 4: the seen filter grows by larger generations (a filter of layout 3 is read as it is), due
+#: members and the page keys of ``records`` and ``validators`` are shorter (those of layout 3 are
+#: read too); a webcrawl reading only layout 3 refuses a crawl of layout 4.
+LAYOUT_VERSION = 4
 MAX_SHARDS = 4096
 
 

@@ -1,5 +1,8 @@
 """Known pages in Redis: their packed records (:mod:`webcrawl.state.records`) and validators, in
-the ``pages`` and ``validators`` hashes of their host's shard.
+the ``pages`` and ``validators`` hashes of their host's shard. ``validators`` and ``records`` (the
+typed pages' latest records) are keyed by :func:`page_key`, 8 bytes of the SHA-1 of the URL (the
+URL itself is the key of ``pages``); crawls of the layouts before 4 keyed them by the URL, still
+read where a page's key is missing.
 
 Writes go through the land script (:mod:`webcrawl.state.batch`); this module reads, and builds
 the arguments of the land operations about pages, so that their encoding lives in one place:
@@ -17,6 +20,7 @@ The allocator follows the records through each shard's ``dirty`` set (:meth:`Pag
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -27,8 +31,9 @@ from webcrawl.state.records import Record
 if TYPE_CHECKING:
     from webcrawl.state.layout import CrawlLayout
 
-__all__ = ["EventArgs", "PageStore", "check_op", "give_up_op", "gone_op", "hash_bytes", "interval_op",
-           "lastmod_op", "listing_op", "observe_op", "release_op", "trigger_op"]
+__all__ = ["EventArgs", "PageStore", "check_op", "give_up_op", "gone_op", "hash_bytes",
+           "interval_op", "lastmod_op", "listing_op", "observe_op", "page_key", "release_op",
+           "trigger_op"]
 
 
 def _text(value: bytes | str) -> str:
@@ -147,6 +152,12 @@ def listing_op(url: str, summary_hash: str, listed_at: float) -> tuple[str, list
     return "L", [url, summary_hash, repr(float(listed_at))]
 
 
+def page_key(url: str) -> bytes:
+    """A page's field in ``validators`` and ``records``: 8 bytes of the SHA-1 of its URL (as the
+    scripts' ``page_key`` makes it, lua2/common.lua)."""
+    return hashlib.sha1(url.encode("utf-8", "surrogateescape")).digest()[:8]
+
+
 class PageStore:
     """Read page records and validators of one crawl."""
 
@@ -158,8 +169,15 @@ class PageStore:
         raw = self.client.hget(self.layout.shard(host).pages, url)
         return records.unpack(raw) if raw else None
 
+    def _page_value(self, key: str, url: str) -> Any:
+        pipe = self.client.pipeline(transaction=False)
+        pipe.hget(key, page_key(url))
+        pipe.hget(key, url)  # a crawl of the layout before
+        raw, legacy = pipe.execute()
+        return raw if raw is not None else legacy
+
     def validators(self, url: str, host: str) -> tuple[str | None, str | None]:
-        raw = self.client.hget(self.layout.shard(host).validators, url)
+        raw = self._page_value(self.layout.shard(host).validators, url)
         if not raw:
             return None, None
         etag, _, modified = _text(raw).partition("\t")
@@ -167,7 +185,7 @@ class PageStore:
 
     def latest_record(self, url: str, host: str) -> bytes | None:
         """The typed page's latest record as kept (encoded), ``None`` when none is."""
-        raw = self.client.hget(self.layout.shard(host).records, url)
+        raw = self._page_value(self.layout.shard(host).records, url)
         return raw or None
 
     def count(self) -> int:

@@ -52,7 +52,9 @@ def _text(value: bytes | str) -> str:
 @dataclass(frozen=True)
 class Entry:
     """A request to push: its host, priority, JSON payload and, to be tested against the seen
-    filter, its bit offsets in the host's shard (None: no test, e.g. ``dont_filter``)."""
+    filter, its key there (:meth:`~webcrawl.state.seen.BloomParams.offsets_function`: three
+    words, or bit offsets for a filter of the layout before; None: no test, e.g.
+    ``dont_filter``)."""
 
     host: str
     priority: int
@@ -130,7 +132,13 @@ class CrawlQueue:
 
     # -- pushing --------------------------------------------------------------------------------
 
-    def push_args(self, entries: Sequence[Entry], k: int) -> list[Any]:
+    def push_args(self, entries: Sequence[Entry], k: int = 0) -> list[Any]:
+        """The push script's ARGV. ``k`` is not used any more: the words of a seen-filter key
+        come with the entries (three; the ``k`` bit offsets for a filter of the layout before)."""
+        words = {len(e.offsets) for e in entries if e.offsets is not None}
+        if len(words) > 1:
+            raise ValueError(f"seen-filter keys of different sizes in one push: {sorted(words)}")
+        k = words.pop() if words else 0
         args: list[Any] = [self.cap, k, len(entries), self.scripts.op_ttl, self.refused_limit]
         for e in entries:
             args += (e.host, priority_key(e.priority), e.payload)
@@ -141,7 +149,7 @@ class CrawlQueue:
                 args += e.offsets
         return args
 
-    def push(self, shard: ShardKeys, entries: Sequence[Entry], k: int, *, pipe: Any = None,
+    def push(self, shard: ShardKeys, entries: Sequence[Entry], k: int = 0, *, pipe: Any = None,
              op_id: str | None = None) -> Any:
         """Queue ``entries`` (all of hosts of ``shard``); with ``pipe``, queued on that pipeline.
         Answers ``[queued, seen count, status...]`` (:func:`push_reply` reads it)."""
@@ -278,31 +286,21 @@ class CrawlQueue:
             dropped += max(n, 0)
         return dropped
 
-    def check_seen_filter(self, bloom: BloomParams) -> None:
-        """Record each shard's seen-filter size on first use; refuse to reuse one sized
-        differently (its bit offsets would not match and every URL would look new)."""
-        wanted = {"capacity": str(bloom.capacity), "error_rate": repr(bloom.error_rate)}
-        pipe = self.client.pipeline(transaction=False)
-        for shard in self.layout.all_shards:
-            for field, value in wanted.items():
-                pipe.hsetnx(shard.seen_meta, field, value)
-            pipe.hmget(shard.seen_meta, "capacity", "error_rate")
-        replies = pipe.execute()
-        for i in range(len(self.layout.all_shards)):
-            capacity, error_rate = (_text(v) if v is not None else None for v in replies[3 * i + 2])
-            if {"capacity": capacity, "error_rate": error_rate} != wanted:
-                raise ValueError(
-                    f"crawl {self.layout.crawl!r} has a seen-URL filter sized for {capacity} URLs "
-                    f"per shard at error rate {error_rate}, but the settings ask for "
-                    f"{wanted['capacity']} at {wanted['error_rate']} (WEBCRAWL_BLOOM_CAPACITY / "
-                    "WEBCRAWL_BLOOM_ERROR_RATE / WEBCRAWL_SHARDS): use the same values, or clear "
-                    "the crawl")
-        pipe = self.client.pipeline(transaction=False)
-        for shard in self.layout.all_shards:
-            pipe.strlen(shard.seen)
-        for shard, length in zip(self.layout.all_shards, pipe.execute()):
-            if int(length) < bloom.num_bytes:  # one allocation, not growth bit by bit
-                self.client.setbit(shard.seen, bloom.num_bits - 1, 0)
+    def check_seen_filter(self, bloom: BloomParams) -> BloomParams:
+        """Open each shard's seen-filter slice: one nothing recorded yet records ``bloom`` and
+        gets its first generation (a few KB). Returns the sizes the crawl's slices record, which
+        win over ``bloom`` (a crawl keeps the sizes it started with; one of the layout before
+        keeps its filter). Slices recording different sizes are refused: every URL's key must
+        fit every slice."""
+        from webcrawl.state.seen import open_filters
+
+        recorded = open_filters(self.client, [(shard.seen, shard.seen_meta)
+                                              for shard in self.layout.all_shards], bloom)
+        if len(set(recorded)) > 1:
+            raise ValueError(
+                f"crawl {self.layout.crawl!r} has seen-filter slices of different sizes "
+                f"({', '.join(sorted({_sizes(p) for p in recorded}))}): clear the crawl")
+        return recorded[0]
 
     def seen_counts(self) -> list[int]:
         """URLs each shard's seen filter has taken in."""
@@ -310,3 +308,8 @@ class CrawlQueue:
         for shard in self.layout.all_shards:
             pipe.hget(shard.seen_meta, "count")
         return [int(v or 0) for v in pipe.execute()]
+
+
+def _sizes(bloom: BloomParams) -> str:
+    layout = " (the layout before)" if bloom.legacy else ""
+    return f"{bloom.capacity} URLs at {bloom.error_rate}{layout}"

@@ -49,12 +49,16 @@ def new_op_id() -> str:
 
 
 def _source(name: str) -> str:
+    if name == "seen":  # the seen filter's rules, with the sizes of a filter nothing recorded
+        from webcrawl.state.seen import LUA
+
+        return LUA
     return resources.files("webcrawl.state").joinpath(f"lua2/{name}.lua").read_text()
 
 
 #: Scripts made of several files, joined in this order (one concern a file).
-_PARTS = {"land": ("land_head", "checks", "lifecycle", "land"), "push": ("refused", "push"),
-          "note": ("refused", "note")}
+_PARTS = {"land": ("land_head", "checks", "lifecycle", "land"),
+          "push": ("refused", "seen", "push"), "note": ("refused", "note")}
 
 
 def _shard_source(name: str) -> str:

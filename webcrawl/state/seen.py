@@ -1,158 +1,303 @@
-"""The seen-URL filter: a bloom filter kept in a Redis bitmap, one slice per shard, shared by every
-process of a crawl; it counts what it holds and grows past its capacity.
+"""The seen-URL filter: a scalable bloom filter kept in a Redis bitmap, one slice per shard, shared
+by every process of a crawl. It starts small and grows with what it takes in.
 
-Bit positions come from pybloom-live's hash functions, laid out like its ``BloomFilter``: ``k``
-slices of ``bits_per_slice`` bits, slice ``i`` starting at ``i * bits_per_slice``. The sizing is
-pybloom-live's too, so for capacity ``n`` and false-positive rate ``p``::
+**Generations.** A slice is a chain of bloom filters, *generations*, laid end to end in one Redis
+string. Generation ``g`` holds ``capacity * growth^g`` URLs (``growth`` = :data:`GROWTH`, 2) and
+is sized for a false-positive rate ``p_g = p * (1 - t) * t^g`` (``t`` = :data:`TIGHTENING`, 0.9;
+``p`` = ``WEBCRAWL_BLOOM_ERROR_RATE``), with ``k_g`` slices of ``m_g`` bits::
 
-    k = ceil(log2(1 / p))
-    bits_per_slice = ceil(n * |ln p| / (k * ln(2)^2))
-    bitmap bytes = ceil(k * bits_per_slice / 8)        (about 1.2 bytes per URL at p = 1%)
+    k_g = ceil(log2(1 / p_g))
+    m_g = max(ceil(capacity * growth^g * |ln p_g| / (k_g * ln(2)^2)), MIN_SLICE_BITS)
 
-Counting and growth. Each shard's ``seen:meta`` hash holds the slice's ``capacity`` and
-``error_rate`` (recorded by the crawl's first user), ``count`` (URLs it took in as new: every
-test-and-set that found a URL new adds one, the scheduler's push and :class:`SeenFilter` alike),
-and, once it has grown, ``generations`` and ``stride``. When the newest generation has taken
-``capacity`` URLs, the slice grows a new *generation*: a bitmap of the same size, ``stride`` bits
-after the previous one in the same Redis string (``stride``: the first generation's size, fixed
-at the first growth). A URL is seen when all its bits are set in any generation; a new one is
-marked in the newest only. Each full generation adds about ``p`` to the false-positive rate, so
-after growing to ``g`` generations a new URL is taken for a seen one with probability about
-``1 - (1 - p)^g`` (``g * p``), where a single full bitmap would reach 16% at twice its capacity.
-Growth stops when the string would pass Redis's 512 MB (:attr:`BloomParams.max_generations`).
+A URL is seen when all its bits are set in any generation, and a new one is marked in the newest;
+when that one has taken its capacity, the next one is allocated after it. A new URL is taken for
+a seen one with a chance of at most ``1 - prod(1 - p_g) < sum(p_g) = p``, however far the slice
+grows (:meth:`BloomParams.false_positive_rate_at` tells it at a given fill). An empty slice costs
+its first generation (:attr:`BloomParams.num_bytes`: about 3.6 KB for 2,000 URLs at 1 %); a slice
+that took ``n`` URLs costs about 2 to 3.5 bytes per URL, the newest generation's unused part
+included (a filter sized up front for ``n`` at 1 % would take 1.2). Growth stops when the string
+would pass Redis's 512 MB (:attr:`BloomParams.max_generations`: 16 generations, about 130
+million URLs a shard with the defaults); past that the newest generation fills up and false
+positives rise.
 
-The test-and-set runs inside the scheduler's push script (``lua2/push.lua``, one atomic step for
-a batch of URLs, the same rules); :class:`SeenFilter` offers it on its own for the dupefilter,
-and a read-only test for checks.
+**Bit positions.** A URL's key is three 40-bit words from BLAKE2b of its canonical form
+(:meth:`BloomParams.offsets_function`); in slice ``i`` of generation ``g`` its bit is
+``i * m_g + (h1 + i * h2 + i^2 * h3) % m_g`` (triple hashing: with double hashing, two URLs
+share all their bits with a chance of 1/m^2, which doubled the false positives of small
+generations; slices of at least :data:`MIN_SLICE_BITS` for the same reason). The key is also
+what the push script stores with a queued request and what notes of refused URLs are filed under
+(:mod:`webcrawl.state.refused`).
+
+**One rule, in Lua.** Test-and-set, growth and sizing are written once, in ``lua2/seen.lua``: the
+scheduler's push script (``lua2/push.lua``, one atomic step for a batch) and :class:`SeenFilter`
+(the dupefilter, checks) both run it. Each generation's ``k:m`` is recorded in the shard's
+``seen:meta`` when it is made (``sizes``), with ``capacity``, ``error_rate``, ``growth``,
+``tightening``, ``generations`` and ``count`` (URLs taken in as new); the sizes recorded when a
+crawl's filter is first opened (:func:`open_filters`) are the crawl's for good, whatever the
+settings of later processes. The Python sizing here is the same formula, for the figures (false
+positives, generations at a fill).
+
+**Filters of the layout before** (``seen:meta`` with ``capacity`` and no ``growth``): equal
+generations of ``capacity`` URLs at ``error_rate`` each, ``stride`` bits apart, allocated at once,
+keys being pybloom-live's ``k`` bit offsets. They are read and grown as they were
+(:attr:`BloomParams.legacy`), so a crawl made by the previous version keeps its filter.
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 from dataclasses import dataclass
+from functools import cached_property
+from importlib import resources
 from typing import TYPE_CHECKING, Any
 
 from pybloom_live.pybloom import make_hashfuncs
 from redis.exceptions import NoScriptError
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Iterator
+    from collections.abc import Callable, Iterable, Iterator, Sequence
 
     import redis
 
-__all__ = ["MAX_BITS", "BloomParams", "SeenFilter", "SeenState", "seen_state"]
+__all__ = ["DEFAULT_CAPACITY", "DEFAULT_ERROR_RATE", "GROWTH", "LUA", "MAX_BITS", "MIN_SLICE_BITS",
+           "TIGHTENING", "BloomParams", "Generation", "SeenFilter", "SeenState", "open_filters",
+           "params_from_meta", "seen_state"]
 
 # Redis strings (and so bitmaps) stop at 512 MB.
 MAX_BITS = 512 * 1024 * 1024 * 8
+#: The defaults of ``WEBCRAWL_BLOOM_CAPACITY`` (URLs of the first generation, for a whole crawl)
+#: and ``WEBCRAWL_BLOOM_ERROR_RATE`` (webcrawl.config), and the sizes the scripts give a filter
+#: that nothing recorded.
+DEFAULT_CAPACITY = 2_000
+DEFAULT_ERROR_RATE = 0.01
+#: Each generation holds this many times the URLs of the one before.
+GROWTH = 2
+#: Each generation is sized for this times the false-positive rate of the one before.
+TIGHTENING = 0.9
+#: The fewest bits of a slice of a generation: in smaller ones the bits a URL's key gives its
+#: slices are not independent enough (tiny first generations of a crawl split over many shards).
+MIN_SLICE_BITS = 1024
+#: The three words of a URL's key are this many bits each (every sum the Lua makes of them stays an
+#: exact integer in a double).
+WORD_BITS = 40
+_WORD_MASK = (1 << WORD_BITS) - 1
 
-# KEYS: bitmap, meta. ARGV: the k bit offsets of one URL. Reads the generations (shared head).
-_HEAD = """
-local meta = redis.call('HMGET', KEYS[2], 'count', 'capacity', 'error_rate', 'generations', 'stride')
-local count, capacity, rate = tonumber(meta[1] or 0), tonumber(meta[2] or 0), tonumber(meta[3] or 0)
-local gens, stride = tonumber(meta[4] or 1), tonumber(meta[5] or 0)
-local function held(base)
-  for j = 1, #ARGV do
-    if redis.call('GETBIT', KEYS[1], base + ARGV[j]) == 0 then return false end
-  end
-  return true
-end
-local seen = 0
-for g = 0, gens - 1 do
-  if held(g * stride) then seen = 1 break end
-end
+
+def _lua_string(value: object) -> str:
+    return "'" + str(value) + "'"
+
+
+#: ``lua2/seen.lua`` with the sizes a filter that nothing recorded takes (the settings' defaults)
+#: and the fewest bits of a slice.
+LUA = ("local SEEN_DEFAULTS = {" + ", ".join(_lua_string(v) for v in (
+    DEFAULT_CAPACITY, repr(DEFAULT_ERROR_RATE),
+    GROWTH, repr(TIGHTENING))) + "}\n"
+       + f"local SEEN_MIN_SLICE = {MIN_SLICE_BITS}\n"
+       + resources.files("webcrawl.state").joinpath("lua2/seen.lua").read_text())
+
+# KEYS: bitmap, meta. ARGV: a URL's key.
+_TEST_AND_SET = LUA + """
+local s = seen_open(KEYS[1], KEYS[2], true)
+if not seen_fits(s, #ARGV) then return redis.error_reply('seen filter: key of the wrong size') end
+local seen = seen_test(s, 1, #ARGV)
+if not seen then seen_mark(s, 1, #ARGV) end
+return {seen and 1 or 0, seen_close(s), s.gens}
 """
-# Read-only: {seen, count, generations}.
-_CONTAINS = _HEAD + "return {seen, count, gens}\n"
-# Test-and-set: a new URL is marked in the newest generation and counted; the newest one full,
-# a next one is allocated after it. Returns {seen, count, generations}.
-_TEST_AND_SET = _HEAD + f"""
-if seen == 1 then return {{1, count, gens}} end
-for j = 1, #ARGV do redis.call('SETBIT', KEYS[1], (gens - 1) * stride + ARGV[j], 1) end
-count = redis.call('HINCRBY', KEYS[2], 'count', 1)
-if capacity > 0 and count >= gens * capacity then
-  if stride == 0 then
-    local k = #ARGV
-    local bits = k * math.ceil(capacity * math.abs(math.log(rate)) / (k * math.log(2) ^ 2))
-    stride = 8 * math.max(redis.call('STRLEN', KEYS[1]), math.ceil(bits / 8))
-  end
-  if (gens + 1) * stride <= {MAX_BITS} then
-    gens = gens + 1
-    redis.call('SETBIT', KEYS[1], gens * stride - 1, 0)
-    redis.call('HSET', KEYS[2], 'generations', gens, 'stride', stride)
-  end
-end
-return {{0, count, gens}}
+_CONTAINS = LUA + """
+local s = seen_open(KEYS[1], KEYS[2], false)
+return {seen_test(s, 1, #ARGV) and 1 or 0, s.count, s.gens}
+"""
+# ARGV: capacity, error rate, growth, tightening, recorded unless the filter has its sizes. Returns
+# what is recorded: capacity, error_rate, growth (false: the layout before), tightening.
+_OPEN = LUA + """
+if redis.call('HEXISTS', KEYS[2], 'capacity') == 0 then seen_record(KEYS[2], ARGV) end
+seen_open(KEYS[1], KEYS[2], true)
+return redis.call('HMGET', KEYS[2], 'capacity', 'error_rate', 'growth', 'tightening')
 """
 
 
 @dataclass(frozen=True)
+class Generation:
+    """One generation of a slice: the URLs it holds, ``k`` slices of ``m`` bits from bit
+    ``start``, and the false-positive rate it is sized for when full."""
+
+    capacity: int
+    k: int
+    m: int
+    start: int
+    error_rate: float
+
+    @property
+    def stop(self) -> int:
+        """The bit after it (generations start on a byte)."""
+        return self.start + 8 * -(-self.k * self.m // 8)
+
+    def rate_at(self, held: int) -> float:
+        """The chance a URL not in it has its ``k`` bits set once it holds ``held`` URLs."""
+        if held <= 0:
+            return 0.0
+        return float((1.0 - math.exp(-held / self.m)) ** self.k)
+
+
+def _words(key: str) -> list[int]:
+    digest = hashlib.blake2b(key.encode("utf-8", "surrogatepass"), digest_size=15).digest()
+    value = int.from_bytes(digest, "big")
+    return [value >> 2 * WORD_BITS, value >> WORD_BITS & _WORD_MASK, value & _WORD_MASK]
+
+
+@dataclass(frozen=True)
 class BloomParams:
-    """Size of a bloom filter for ``capacity`` items at ``error_rate`` false positives."""
+    """The sizes of a seen-filter slice: its first generation holds ``capacity`` URLs, and all its
+    generations together take a new URL for a seen one with a chance under ``error_rate``.
+
+    ``legacy``: a filter of the layout before (equal generations of ``capacity`` URLs, each at
+    ``error_rate``; pybloom-live's bit offsets as keys)."""
 
     capacity: int
     error_rate: float
+    growth: int = GROWTH
+    tightening: float = TIGHTENING
+    legacy: bool = False
 
     def __post_init__(self) -> None:
         if not 0 < self.error_rate < 1:
             raise ValueError(f"bloom filter error rate {self.error_rate!r} must be between 0 and 1")
         if self.capacity <= 0:
             raise ValueError(f"bloom filter capacity {self.capacity!r} must be positive")
-        if self.num_bits > MAX_BITS:
+        if not self.legacy and (self.growth < 2 or not 0 < self.tightening < 1):
+            raise ValueError(f"bloom filter growth {self.growth!r} must be 2 or more and its "
+                             f"tightening {self.tightening!r} between 0 and 1")
+        if not self.legacy and self._chain[-1].k >= 64:
+            raise ValueError(f"bloom filter error rate {self.error_rate!r} is too small: its "
+                             "generations would need 64 or more bits per URL")
+        if self.generation(0).stop > MAX_BITS:
             raise ValueError(
                 f"a bloom filter for {self.capacity} URLs at {self.error_rate} needs "
-                f"{self.num_bits} bits, more than a Redis bitmap holds ({MAX_BITS})"
+                f"{self.generation(0).stop} bits, more than a Redis bitmap holds ({MAX_BITS})"
             )
+
+    # -- sizes ----------------------------------------------------------------------------------
+
+    def _size(self, g: int) -> tuple[int, int, float]:
+        """``k``, ``m`` and the sized rate of generation ``g`` (seen.lua's ``seen_size``, the same
+        operations in the same order)."""
+        if self.legacy:
+            k = int(math.ceil(math.log(1.0 / self.error_rate, 2)))
+            m = int(math.ceil(self.capacity * abs(math.log(self.error_rate))
+                              / (k * math.log(2) ** 2)))
+            return k, m, self.error_rate
+        p = self.error_rate * (1 - self.tightening) * self.tightening ** g
+        k = int(math.ceil(math.log(1 / p) / math.log(2)))
+        m = int(math.ceil(self.capacity * self.growth ** g * abs(math.log(p))
+                          / (k * math.log(2) ** 2)))
+        return k, max(m, MIN_SLICE_BITS), p
+
+    def generation(self, g: int) -> Generation:
+        """Generation ``g`` (0: the first; at most :attr:`max_generations` - 1)."""
+        if self.legacy:
+            k, m, p = self._size(0)
+            return Generation(self.capacity, k, m, g * 8 * self.num_bytes, p)
+        return self._chain[g]
+
+    @cached_property
+    def _chain(self) -> tuple[Generation, ...]:
+        """Every generation a scalable slice can grow to within one Redis string."""
+        out: list[Generation] = []
+        start = 0
+        while True:
+            g = len(out)
+            k, m, p = self._size(g)
+            generation = Generation(self.capacity * self.growth ** g, k, m, start, p)
+            if generation.stop > MAX_BITS and out:
+                return tuple(out)
+            out.append(generation)
+            start = generation.stop
 
     @property
     def num_slices(self) -> int:
-        return int(math.ceil(math.log(1.0 / self.error_rate, 2)))
+        """Slices of the first generation."""
+        return self._size(0)[0]
 
     @property
     def bits_per_slice(self) -> int:
-        return int(
-            math.ceil(
-                self.capacity * abs(math.log(self.error_rate))
-                / (self.num_slices * math.log(2) ** 2)
-            )
-        )
+        """Bits of each slice of the first generation."""
+        return self._size(0)[1]
 
     @property
     def num_bits(self) -> int:
-        return self.num_slices * self.bits_per_slice
+        """Bits of the first generation."""
+        k, m, _ = self._size(0)
+        return k * m
 
     @property
     def num_bytes(self) -> int:
+        """Bytes of the first generation: what an empty slice costs (a slice of the layout before
+        was allocated at this size, and grew by as much each time)."""
         return (self.num_bits + 7) // 8
+
+    @property
+    def key_words(self) -> int:
+        """Numbers in a URL's key: three words, or the ``k`` bit offsets of the layout before."""
+        return self.num_slices if self.legacy else 3
 
     @property
     def max_generations(self) -> int:
         """Generations a slice can grow to within one Redis string."""
-        return MAX_BITS // (8 * self.num_bytes)
+        if self.legacy:
+            return MAX_BITS // (8 * self.num_bytes)
+        return len(self._chain)
+
+    # -- figures --------------------------------------------------------------------------------
 
     def false_positive_rate(self, generations: int) -> float:
         """The chance a new URL is taken for a seen one once ``generations`` are full."""
-        return 1.0 - (1.0 - self.error_rate) ** generations
+        if self.legacy:
+            return 1.0 - (1.0 - self.error_rate) ** generations
+        clear = 1.0
+        for generation in self._chain[:generations]:
+            clear *= 1.0 - generation.error_rate
+        return 1.0 - clear
 
     def generations_at(self, count: int) -> int:
         """The generations a slice has grown to once it took ``count`` URLs (it grows when the
         newest is full, up to :attr:`max_generations`)."""
-        return min(count // self.capacity + 1, self.max_generations)
+        if self.legacy:
+            return min(count // self.capacity + 1, self.max_generations)
+        full = 0
+        for g, generation in enumerate(self._chain):
+            full += generation.capacity
+            if count < full:
+                return g + 1
+        return self.max_generations
 
     def false_positive_rate_at(self, count: int) -> float:
         """The chance a new URL is taken for a seen one now that the slice took ``count`` URLs:
         each full generation answers yes with its fill's chance, the newest with its own."""
         generations = self.generations_at(count)
-        newest = count - (generations - 1) * self.capacity
+        if self.legacy:  # every full generation alike
+            full = self.generation(0)
+            newest = count - (generations - 1) * self.capacity
+            return 1.0 - ((1.0 - full.rate_at(self.capacity)) ** (generations - 1)
+                          * (1.0 - full.rate_at(newest)))
+        clear, left = 1.0, count
+        for g in range(generations):
+            generation = self._chain[g]
+            held = left if g == generations - 1 else min(left, generation.capacity)
+            clear *= 1.0 - generation.rate_at(held)
+            left -= held
+        return 1.0 - clear
 
-        def one(held: int) -> float:  # a URL's k bits all set, one bit per slice of b bits
-            return float((1.0 - math.exp(-held / self.bits_per_slice)) ** self.num_slices)
-
-        return 1.0 - (1.0 - one(self.capacity)) ** (generations - 1) * (1.0 - one(newest))
+    # -- keys -----------------------------------------------------------------------------------
 
     def offsets_function(self) -> Callable[[str], list[int]]:
-        """A function mapping a key to its ``k`` bit offsets in the bitmap."""
-        hashes, _ = make_hashfuncs(self.num_slices, self.bits_per_slice)
-        starts = [i * self.bits_per_slice for i in range(self.num_slices)]
+        """A function mapping a key (a canonical URL) to its key in the filter: three words, or for
+        a filter of the layout before, its ``k`` bit offsets in a generation."""
+        if not self.legacy:
+            return _words
+        k, m, _ = self._size(0)
+        hashes, _ = make_hashfuncs(k, m)
+        starts = [i * m for i in range(k)]
 
         def offsets(key: str) -> list[int]:
             return [s + h for s, h in zip(starts, hashes(key))]
@@ -160,18 +305,25 @@ class BloomParams:
         return offsets
 
 
+def params_from_meta(capacity: Any, error_rate: Any, growth: Any = None,
+                     tightening: Any = None) -> BloomParams | None:
+    """The :class:`BloomParams` a slice's ``seen:meta`` records (None: nothing recorded)."""
+    if capacity is None or error_rate is None or not int(capacity) or not 0 < float(error_rate) < 1:
+        return None
+    if growth is None:
+        return BloomParams(int(capacity), float(error_rate), legacy=True)
+    return BloomParams(int(capacity), float(error_rate), int(growth),
+                       float(tightening if tightening is not None else TIGHTENING))
+
+
 @dataclass(frozen=True)
 class SeenState:
-    """What one slice holds: URLs taken in, its capacity (0: not recorded) and generations."""
+    """What one slice holds: URLs taken in, its first generation's capacity (0: not recorded)
+    and its generations."""
 
     count: int
     capacity: int
     generations: int
-
-    @property
-    def over_capacity(self) -> int:
-        """URLs past the first generation's capacity (0 while within it)."""
-        return max(self.count - self.capacity, 0) if self.capacity else 0
 
 
 def seen_state(client: Any, meta_keys: Iterable[str]) -> list[SeenState]:
@@ -182,17 +334,54 @@ def seen_state(client: Any, meta_keys: Iterable[str]) -> list[SeenState]:
     return [SeenState(int(c or 0), int(cap or 0), int(g or 1)) for c, cap, g in pipe.execute()]
 
 
+def _evalsha_all(client: Any, script: Any,
+                 calls: Sequence[tuple[list[str], list[Any]]]) -> list[Any]:
+    """``script`` once per ``(keys, args)``, pipelined: bare EVALSHA (a cluster pipeline refuses
+    Script objects, and they would cost a SCRIPT EXISTS round trip first); a server that lost its
+    scripts (a restart) gets them again."""
+    def send() -> list[Any]:
+        pipe = client.pipeline(transaction=False)
+        for keys, args in calls:
+            pipe.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
+        return list(pipe.execute())
+
+    try:
+        return send()
+    except NoScriptError:
+        client.script_load(script.script)
+        return send()
+
+
+def open_filters(client: Any, slices: Iterable[tuple[str, str]],
+                 params: BloomParams) -> list[BloomParams]:
+    """Open the slices ``(bitmap, meta)``: one that nothing recorded yet is recorded with
+    ``params`` and gets its first generation. Returns the sizes each slice records."""
+    script = client.register_script(_OPEN)
+    client.script_load(script.script)  # on a cluster: on every primary, no NOSCRIPT answered
+    wanted = [params.capacity, repr(float(params.error_rate)), params.growth,
+              repr(float(params.tightening))]
+    replies = _evalsha_all(client, script, [([bitmap, meta], wanted) for bitmap, meta in slices])
+    out = []
+    for capacity, error_rate, growth, tightening in replies:
+        recorded = params_from_meta(*(v.decode() if isinstance(v, bytes) else v
+                                      for v in (capacity, error_rate, growth, tightening)))
+        assert recorded is not None
+        out.append(recorded)
+    return out
+
+
 class SeenFilter:
     """Test-and-set of keys (canonical URLs) in the bitmap at ``key``, counted and grown in
-    ``meta_key`` (default: ``key + ":meta"``, which is where a shard keeps it)."""
+    ``meta_key`` (default: ``key + ":meta"``, which is where a shard keeps it). Opening it records
+    ``params`` if nothing did; :attr:`params` are the sizes the slice records."""
 
     def __init__(self, client: redis.Redis, key: str, params: BloomParams,
                  meta_key: str | None = None) -> None:
         self.client = client
         self.key = key
         self.meta_key = meta_key or key + ":meta"
-        self.params = params
-        self.offsets = params.offsets_function()
+        (self.params,) = open_filters(client, [(self.key, self.meta_key)], params)
+        self.offsets = self.params.offsets_function()
         self._script = client.register_script(_TEST_AND_SET)
         self._contains = client.register_script(_CONTAINS)
         for script in (self._script, self._contains):
@@ -221,19 +410,5 @@ class SeenFilter:
         return [bool(reply[0]) for reply in self._pipelined(self._contains, items)]
 
     def _pipelined(self, script: Any, items: Iterable[str]) -> list[Any]:
-        # Bare EVALSHA: a cluster pipeline refuses Script objects, and they would cost a SCRIPT
-        # EXISTS round trip first. A server that lost its scripts (restart) gets them again.
         keys = self._keys()
-        calls = [self.offsets(item) for item in items]
-
-        def send() -> list[Any]:
-            pipe = self.client.pipeline(transaction=False)
-            for offsets in calls:
-                pipe.execute_command("EVALSHA", script.sha, len(keys), *keys, *offsets)
-            return list(pipe.execute())
-
-        try:
-            return send()
-        except NoScriptError:
-            self.client.script_load(script.script)
-            return send()
+        return _evalsha_all(self.client, script, [(keys, self.offsets(item)) for item in items])

@@ -128,7 +128,7 @@ local function observe(url, host, kind, time, hash, set_v, etag, lm, ptype, tier
   local before = member_kind(r)
   if pkind == 's' then r.kind = KIND_SITEMAP elseif pkind == 'h' then r.kind = KIND_HUB end
   if member_kind(r) ~= before and r.due > 0 then  -- its due member changes class: drop the old one
-    redis.call('ZREM', K.due, due_member(host, r.due, before, url))
+    due_remove(K.due, host, r.due, before, url)
     r.due = 0
   end
   local verdict, interval = 'none', nil
@@ -174,9 +174,9 @@ local function observe(url, host, kind, time, hash, set_v, etag, lm, ptype, tier
   if e.body8 ~= '' then r.body8 = e.body8 end
   if set_v == '1' then
     if etag ~= '' or lm ~= '' then
-      redis.call('HSET', K.validators, url, etag .. '\t' .. lm)
+      redis.call('HSET', K.validators, page_key(url), etag .. '\t' .. lm)
     else
-      redis.call('HDEL', K.validators, url)
+      page_del(K.validators, url)
     end
   end
   -- The event, if this observation makes one (a 304 only restores: it shows the page is there).
@@ -187,7 +187,7 @@ local function observe(url, host, kind, time, hash, set_v, etag, lm, ptype, tier
   r.state = ALIVE
   if event ~= '' and r.type > 0 then
     if event ~= 'new' then
-      previous = mover and mover.blob or redis.call('HGET', K.records, url) or ''
+      previous = mover and mover.blob or page_get(K.records, url) or ''
     end
     local record = kind == 'f' and e.record or previous
     if mover then
@@ -200,7 +200,7 @@ local function observe(url, host, kind, time, hash, set_v, etag, lm, ptype, tier
   else
     event = ''
   end
-  if kind == 'f' and e.record ~= '' then redis.call('HSET', K.records, url, e.record) end
+  if kind == 'f' and e.record ~= '' then redis.call('HSET', K.records, page_key(url), e.record) end
   if verdict ~= 'none' then
     local outcome = event ~= '' and event or (kind == 'n' and 'not_modified' or verdict)
     log_check(e, url, time, outcome, billed, id)

@@ -37,7 +37,7 @@ end
 local function reschedule(r, url, host, due)
   -- r.due is the due member's time while the page is queued, -1 in flight, 0 unscheduled.
   if r.due > 0 then
-    redis.call('ZREM', K.due, due_member(host, r.due, member_kind(r), url))
+    due_remove(K.due, host, r.due, member_kind(r), url)
   end
   if due and due > 0 then
     r.due = due

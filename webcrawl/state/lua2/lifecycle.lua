@@ -4,7 +4,7 @@
 -- makes it, so a verdict is never recorded without its event (webcrawl/state/eventlog.py reads
 -- the stream; docs/events.md has the contract). Entry fields:
 --   k kind (new|changed|removed|moved|restored), s site, t page type, u URL as fetched,
---   c canonical URL, d detected_at, f previous_fetch_at ('' for new), r record ('' for removed),
+--   c canonical URL ('' when it is u), d detected_at, f previous_fetch_at ('' for new), r record ('' for removed),
 --   p previous record ('' when unknown), m moved_to, h status, b body pointer, v volatile fields
 -- Records are opaque here (compact JSON made by webcrawl/change/events.py). The stream keeps
 -- RETENTION seconds of events: each XADD trims older ones (MINID).
@@ -19,7 +19,8 @@
 -- its fields as JSON (the caller's own copy of what was recorded: its feed item).
 local function emit(kind, e, fetched, canonical, time, previous_at, previous, record, moved_to)
   local cutoff = string.format('%d', math.floor((now - RETENTION) * 1000))
-  local fields = {'k', kind, 's', e.site, 't', e.page_type, 'u', fetched, 'c', canonical,
+  local fields = {'k', kind, 's', e.site, 't', e.page_type, 'u', fetched,
+                  'c', canonical == fetched and '' or canonical,
                   'd', num(time), 'f', previous_at and num(previous_at) or '', 'r', record,
                   'p', previous, 'm', moved_to, 'h', e.status, 'b', e.pointer, 'v', e.volatile}
   local id = redis.call('XADD', K.events, 'MINID', cutoff, '*', unpack(fields))
@@ -32,8 +33,8 @@ local function retire(r, url, host)
   reschedule(r, url, host, nil)
   r.state = MOVED
   save(r, url)
-  redis.call('HDEL', K.records, url)
-  redis.call('HDEL', K.validators, url)
+  page_del(K.records, url)
+  page_del(K.validators, url)
   redis.call('HDEL', K.links, url)
 end
 
@@ -49,7 +50,7 @@ local function take_moved(e)
   if not raw then return nil end
   local r = rec_read(raw)
   if r.state == MOVED then return nil end
-  local taken = {r = rec_read(raw), blob = redis.call('HGET', K.records, e.moved_from) or ''}
+  local taken = {r = rec_read(raw), blob = page_get(K.records, e.moved_from) or ''}
   retire(r, e.moved_from, e.moved_host)
   return taken
 end
@@ -61,7 +62,7 @@ local function give_up(url, host)
   if not raw then return '' end
   local r = rec_read(raw)
   if r.state == MOVED then return '' end
-  local blob = redis.call('HGET', K.records, url) or ''
+  local blob = page_get(K.records, url) or ''
   retire(r, url, host)
   return raw, blob
 end
@@ -92,7 +93,7 @@ local function gone(url, host, time, billed, e)
     log_check(e, url, time, 'gone', billed, '')
     return verdict
   end
-  local previous = redis.call('HGET', K.records, url) or ''
+  local previous = page_get(K.records, url) or ''
   local id, entry = emit('removed', e, e.url, url, time, r.last_fetched, previous, '', '')
   log_check(e, url, time, 'removed', billed, id)
   return verdict, '', '', 'removed', id, entry

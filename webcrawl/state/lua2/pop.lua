@@ -98,7 +98,7 @@ while popped < max and guard < 4 * max + 16 do
             record = rec_write(r)
             redis.call('HSET', K.pages, url, record)
           end
-          validators = redis.call('HGET', K.validators, url) or ''
+          validators = page_get(K.validators, url) or ''
           links = redis.call('HGET', K.links, url) or ''
         end
       end
