@@ -180,7 +180,7 @@ class Crawls:
 def leased_pages(client: Any, shards: int) -> tuple[int, set[str]]:
     """``(leases, pages)`` held in crawl :data:`CRAWL` right now, over its ``shards`` shards: a
     lease's entry is ``owner, kind, host, member`` and a queued request's member ends with
-    ``|<request JSON>``."""
+    ``|<request JSON>`` (what precedes it, its seen-filter offsets, holds no ``{``)."""
     layout = CrawlLayout(CRAWL, shards)
     count, urls = 0, set()
     for shard in layout.all_shards:
@@ -188,7 +188,7 @@ def leased_pages(client: Any, shards: int) -> tuple[int, set[str]]:
             _, kind, _, member = entry.decode().split("\t", 3)
             count += 1
             if kind == "n":
-                urls.add(_page(json.loads(member.split("|", 1)[1])["url"]))
+                urls.add(_page(json.loads(member[member.index("|{") + 1:])["url"]))
     return count, urls
 
 

@@ -124,7 +124,9 @@ def test_site_spider_is_a_site_spider_subclass_with_its_site(project: Project) -
         "USER_AGENT": "testbot/1.0 (+https://bots.example/testbot)",
         "COOKIES_ENABLED": False, "DOWNLOAD_MAXSIZE": 65536,
         "WEBCRAWL_DOMAIN_DELAY_SECONDS": 1.0, "WEBCRAWL_FRONTIER_MAX_PER_DOMAIN": 100_000,
-        "WEBCRAWL_ALLOWED_PRIVATE_NETWORKS": []}
+        "WEBCRAWL_ALLOWED_PRIVATE_NETWORKS": [],
+        # the site file's [network] table, here its defaults: no proxy, certificates verified
+        "WEBCRAWL_PROXIES": [], "WEBCRAWL_PROXY_ROTATION": "host", "WEBCRAWL_TLS_VERIFY": True}
     assert SiteSpider.site is None and getattr(SiteSpider, "name", None) is None
     assert cls.site.seeds == ("http://alpha.example:8000/",)  # type: ignore[attr-defined]
 

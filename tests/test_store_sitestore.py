@@ -146,7 +146,11 @@ def test_a_writer_killed_mid_append_gets_its_folder_back_and_recovers_it(tmp_pat
     # A kill inside a large writev leaves a cut record (a kill between appends, the usual case,
     # leaves none): add the first half of one to the dead writer's active segment.
     last = killed.acked[max(killed.acked)]
-    active = _files.segment_path(folder / "w1", _files.segment_ids(folder / "w1")[-1])
+    newest = _files.segment_ids(folder / "w1")[-1]
+    if _files.index_path(folder / "w1", newest).exists():
+        # killed between sealing a segment and opening the next: the cut record goes in the next
+        newest += 1
+    active = _files.segment_path(folder / "w1", newest)
     record = _files.segment_path(folder / "w1", last.segment).read_bytes()[last.offset:last.offset + last.length]
     with open(active, "ab") as f:
         f.write(record[: len(record) // 2])

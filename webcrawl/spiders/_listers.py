@@ -7,9 +7,11 @@ pages it shows are kept in the crawl state with its record; read again, the know
 longer shows are rechecked at once (they died or moved: a move is then seen from its old URL
 before the listing's link to its new URL is fetched as a new page), at most
 :data:`MAX_RECHECKS` a reading and a page at most once per :data:`RECHECK_MEMORY_SECONDS` in a
-process (several listers may stop showing it; one fetch tells its fate), and not at all when
-this process fetched it in the last :data:`FETCHED_MEMORY_SECONDS` (its revisit told its fate:
-a listing read just after a moved page's revisit no longer shows it, and rightly so).
+process (several listers may stop showing it; one fetch tells its fate), and not at all while
+this process's own revisit of it is in flight or, for :data:`FETCHED_MEMORY_SECONDS`, after that
+revisit found it gone or moved (its revisit told its fate: a listing read just after a moved
+page's revisit no longer shows it, and rightly so). A revisit that found the page as it was
+tells nothing of a later disappearance, so the page is rechecked as usual.
 """
 
 from __future__ import annotations
@@ -112,8 +114,14 @@ class Listers:
             recent[url] = now
         return chosen, len(due) - len(chosen)
 
+    def still_there(self, url: str) -> None:
+        """This process's revisit of ``url`` (canonical) found the page where it was: a lister
+        that stops showing it from now on has it rechecked."""
+        self._fetched.pop(url, None)
+
     def revisiting(self, url: str) -> None:
-        """This process is revisiting the known page ``url`` now (canonical)."""
+        """This process is revisiting the known page ``url`` now (canonical); unless the answer
+        finds it :meth:`still_there`, its fate is told by that answer."""
         now = time.monotonic()
         if len(self._fetched) > _RECHECK_MEMORY_SIZE:
             self._fetched = {u: t for u, t in self._fetched.items()

@@ -292,6 +292,9 @@ class SiteSpider(scrapy.Spider):
         ``WEBCRAWL_LISTING_ITEMS_ENABLED`` is off). Override to add or change items."""
         assert self.site is not None
         moved_from, moved_url, temporary = redirected(response)
+        if (self._listers is not None and response.meta.get(M.KNOWN) and moved_from is None
+                and not response.meta.get("redirect_urls")):
+            self._listers.still_there(response.meta.get(M.CANONICAL_URL) or response.url)
         if temporary:  # not this page's content: only a check that it was fetched
             self._inc(SPIDER + "items/temporary_redirect")
             item = self._item(response, result.url, result.page_type, {}, fetch_time)
