@@ -15,6 +15,10 @@ Contenders:
   e.g. a ``git worktree`` of an earlier commit): the same crawl with that code, for a
   before-and-after figure in one run.
 
+Over https (``bench/_realsites_tls.py``), webcrawl verifies the server's certificate as it does by
+default, trusting the benchmark's authority through ``WEBCRAWL_TLS_CA_FILE``; vanilla keeps
+Scrapy's defaults, which verify nothing (``DOWNLOAD_VERIFY_CERTIFICATES = False``).
+
 The embedded redis-server daemonizes, so the crawl's ``wait4`` figures leave it out; its CPU time
 is sampled from /proc (every 20 ms, from its pid file, until it exits) and reported beside them.
 """
@@ -111,18 +115,22 @@ def site_file(corpus: Corpus, base_url: str) -> str:
 
 
 def command(contender: str, corpus: Corpus, base_url: str, folder: Path, tag: str,
-            concurrency: dict[str, int], redis_url: str | None) -> tuple[list[str], dict[str, str]]:
-    """The command line and environment of one crawl."""
+            concurrency: dict[str, int], redis_url: str | None, sites: Path | None = None,
+            ca_file: Path | None = None) -> tuple[list[str], dict[str, str]]:
+    """The command line and environment of one crawl: webcrawl's site files are in ``sites``
+    (``folder / "sites"`` by default), ``ca_file`` the authority it trusts over https."""
     if contender == VANILLA:
         args = {"seeds": base_url + corpus.start, "prefix": corpus.prefix}
         return scrapy_command("docs", dict(concurrency), args), project_env("vanilla")
     settings: dict[str, object] = {
-        "WEBCRAWL_SITES_DIR": folder / "sites",
+        "WEBCRAWL_SITES_DIR": sites or folder / "sites",
         "WEBCRAWL_DATA_DIR": folder / f"data-{tag}",  # fresh: nothing known, nothing stored
         "WEBCRAWL_CRAWL_NAME": f"bench-{tag}", **extra_settings("realsites"),
     }
     if redis_url is not None:
         settings["WEBCRAWL_REDIS_URL"] = redis_url
+    if ca_file is not None:
+        settings["WEBCRAWL_TLS_CA_FILE"] = ca_file
     env = project_env("webcrawl")
     if contender == WEBCRAWL_NO_DB:
         settings["WEBCRAWL_DATABASE_ENABLED"] = False
@@ -171,9 +179,11 @@ class RedisSampler:
 
 
 def run(contender: str, corpus: Corpus, base_url: str, folder: Path, tag: str,
-        concurrency: dict[str, int], redis_url: str | None, timeout: float) -> tuple[Crawl, bool, float]:
+        concurrency: dict[str, int], redis_url: str | None, timeout: float,
+        sites: Path | None = None, ca_file: Path | None = None) -> tuple[Crawl, bool, float]:
     """Run one crawl; returns it, whether its embedded redis-server exited, and that server's CPU."""
-    argv, env = command(contender, corpus, base_url, folder, tag, concurrency, redis_url)
+    argv, env = command(contender, corpus, base_url, folder, tag, concurrency, redis_url, sites,
+                        ca_file)
     sampler = RedisSampler(folder / f"data-{tag}") if contender in EMBEDDED else None
     crawl = Child(argv, env, folder / "cwd", f"{tag}.log").wait(timeout)
     if sampler is None:

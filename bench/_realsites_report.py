@@ -10,6 +10,7 @@ from bench._realsites_crawl import (
     VANILLA, WEBCRAWL, WEBCRAWL_BEFORE, WEBCRAWL_NO_DB, WEBCRAWL_TCP, WEBCRAWL_UNIX,
 )
 from bench._realsites_nginx import Access
+from bench._realsites_tls import Probe
 from bench._report import table
 from bench._scheduler_process import Crawl, webcrawl_components
 
@@ -35,6 +36,11 @@ class Figures:
     webcrawl_redis: dict[str, float] = field(default_factory=dict)
     errors: int = 0
     problems: list[str] = field(default_factory=list)
+    server_cpu: float = 0.0  # nginx's CPU seconds during the crawl
+    connections: int = 0  # connections nginx logged requests on
+    logged: int = 0  # requests nginx logged, robots.txt included
+    resumed: int = 0  # of which the TLS handshake resumed a session
+    protocol: str = ""  # TLS versions of those connections; '' over http
 
     @classmethod
     def of(cls, contender: str, crawl: Crawl, answered: list[Access], files: set[str],
@@ -76,9 +82,10 @@ class Figures:
 
     def line(self) -> str:
         extra = f"; PROBLEMS: {'; '.join(self.problems)}" if self.problems else ""
+        tls = f", {self.protocol} resumed {self.resumed}" if self.protocol else ""
         return (f"{self.contender}: {self.pages} pages ({self.found} of {self.reachable} reachable) "
                 f"in {self.wall:.1f} s, {self.cpu:.1f} CPU s + redis {self.redis_cpu:.2f}, "
-                f"{self.rss:.0f} MB{extra}")
+                f"{self.rss:.0f} MB, {self.connections} connections{tls}{extra}")
 
 
 def _med(values: list[float]) -> float:
@@ -179,10 +186,109 @@ def report(corpora: tuple[Corpus, ...], reachable: dict[str, dict[str, int]],
         "apart. Completeness: files nginx answered with 200, against the files reachable from the "
         "start page by an independent walk of the HTML on disk (`bench/_realsites_corpus.py`). "
         f"nginx (one worker) used {nginx_cpu_per_page * 1000:.3f} ms CPU per page. "
-        "The machine has 2 cores shared with other sessions: figures are provisional, ratios of "
-        "neighbouring runs hold better than absolute figures.")
+        "`BENCH_REALSITES_SCHEMES=http` crawls this section alone (the https crawls have a section "
+        "of their own). The machine has 2 cores shared with other sessions: figures are "
+        "provisional, ratios of neighbouring runs hold better than absolute figures.")
     return "\n\n".join([
         table(["site", "package", "start", "reachable pages", "median KB", "mean KB"], site_rows),
         *(site_tables(c, runs[c.name]) for c in corpora),
+        method,
+    ])
+
+
+# ---- over https -------------------------------------------------------------------------------
+
+#: Effects of connection reuse and session resumption: (label, listener, reference listener).
+EFFECTS = (("close / keepalive", "https close", "https keepalive"),
+           ("close-noresume / close", "https close-noresume", "https close"),
+           ("keepalive-noresume / keepalive", "https keepalive-noresume", "https keepalive"),
+           ("https keepalive / http", "https keepalive", "http"))
+
+
+def _span(values: list[int]) -> str:
+    return f"{min(values)}-{max(values)}" if min(values) != max(values) else str(values[0])
+
+
+def https_site_tables(corpus: Corpus, runs: dict[str, dict[str, list[Figures]]], main: str) -> str:
+    """``runs``: listener -> contender -> figures of one site."""
+    rows, ratios, per_round = [], [], []
+    for listener, by in runs.items():
+        for contender, fs in by.items():
+            rows.append([
+                listener, contender, _span([f.pages for f in fs]),
+                f"{min(f.found for f in fs) / fs[0].reachable:.1%}", _med([f.pages_s for f in fs]),
+                _med([1000 * f.cpu_page for f in fs]), _med([1000 * f.per_page(f.server_cpu) for f in fs]),
+                _span([f.connections for f in fs]),
+                _med([f.logged / max(f.connections, 1) for f in fs]), _span([f.resumed for f in fs]),
+                "/".join(sorted({f.protocol for f in fs})) or "-", sum(f.errors for f in fs)])
+            per_round.append([listener, contender, " / ".join(f"{f.pages_s:.1f}" for f in fs),
+                              " / ".join(f"{1000 * f.cpu_page:.1f}" for f in fs)])
+        if VANILLA in by and WEBCRAWL in by:
+            ratios.append([listener, _ratio(by[WEBCRAWL], by[VANILLA], "pages_s"),
+                           _ratio(by[WEBCRAWL], by[VANILLA], "cpu_page"),
+                           f">= {TARGETS[corpus.name]}" if listener == main else "-"])
+    contenders = list(dict.fromkeys(c for by in runs.values() for c in by))
+    effects = []
+    for label, listener, reference in EFFECTS:
+        if listener not in runs or reference not in runs:
+            continue
+        for what, key in (("pages/s", "pages_s"), ("CPU per page", "cpu_page")):
+            effects.append([f"{what}, {label}"] + [
+                _ratio(runs[listener][c], runs[reference][c], key)
+                if c in runs[listener] and c in runs[reference] else "-" for c in contenders])
+    problems = [f"- {listener} {c} round {i + 1}: {p}" for listener, by in runs.items()
+                for c, fs in by.items() for i, f in enumerate(fs) for p in f.problems]
+    return "\n\n".join(x for x in [
+        f"### {corpus.title} over https",
+        table(["listener", "contender", "pages fetched", "completeness (min)", "pages/s", "CPU ms / page",
+               "nginx CPU ms / page", "connections", "requests / connection", "resumed handshakes",
+               "TLS", "ERROR lines"], rows),
+        table(["webcrawl / vanilla (median of per-round ratios)", "pages/s", "CPU per page", "target"],
+              ratios),
+        table(["listener / listener (median of per-round ratios)", *contenders], effects) if effects else "",
+        table(["listener", "contender", "pages/s per round", "CPU ms / page per round"], per_round),
+        ("Problems:\n" + "\n".join(problems)) if problems else "",
+    ] if x)
+
+
+def https_report(corpora: tuple[Corpus, ...], runs: dict[str, dict[str, dict[str, list[Figures]]]],
+                 main: str, probes: dict[str, Probe], method: str) -> str:
+    """The https section: targets on ``main``, resumption counts, one block per site, the method.
+    ``runs``: listener -> site -> contender -> figures (``"http"`` too when it was crawled)."""
+    summary = []
+    for c in corpora:
+        web, van = runs[main][c.name][WEBCRAWL], runs[main][c.name][VANILLA]
+        ratio = _ratio(web, van, "pages_s")
+        failed = sum(bool(f.problems) for f in web + van)
+        verdict = ("met" if ratio >= TARGETS[c.name] else "**not met**") + (
+            f" ({failed} crawl(s) with problems: see below)" if failed else "")
+        summary.append([c.title, _med([f.pages_s for f in van]), _med([f.pages_s for f in web]), ratio,
+                        f">= {TARGETS[c.name]}", verdict,
+                        _med([1000 * f.cpu_page for f in van]), _med([1000 * f.cpu_page for f in web])])
+    resumption = []
+    for listener, sites in runs.items():
+        if listener == "http":
+            continue
+        contenders = list(dict.fromkeys(k for by in sites.values() for k in by))
+        counts = [f"{k}: {sum(f.resumed for by in sites.values() for f in by[k])} of "
+                  f"{sum(f.connections for by in sites.values() for f in by[k])}" for k in contenders]
+        probe = probes[listener]
+        resumption.append([listener, "; ".join(counts),
+                           f"{probe.resumed} of {probe.offered} ({probe.protocol})",
+                           probe.new_ms, probe.offered_ms])
+    def by_listener(name: str) -> dict[str, dict[str, list[Figures]]]:
+        """Site ``name``'s figures; over http, of the contenders crawled over https only."""
+        return {listener: {k: fs for k, fs in sites[name].items() if k in runs[main][name]}
+                for listener, sites in runs.items()}
+
+    return "\n\n".join([
+        table(["site", "vanilla pages/s", "webcrawl pages/s",
+               "webcrawl / vanilla (median of per-round ratios)", "target", "",
+               "vanilla CPU ms / page", "webcrawl CPU ms / page"], summary),
+        table(["listener", "resumed handshakes of connections opened (nginx's $ssl_session_reused), "
+               "all sites and rounds", "control: Python's ssl offered the previous session resumed",
+               "control: CPU ms / connection, no session offered",
+               "control: CPU ms / connection, previous session offered"], resumption),
+        *(https_site_tables(c, by_listener(c.name), main) for c in corpora),
         method,
     ])

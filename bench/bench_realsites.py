@@ -12,9 +12,17 @@ Redis round trips per page (webcrawl's own stats, and the latency proxy's count 
 and completeness: the files nginx answered with 200 against an independent walk of the files on
 disk (``bench/_realsites_corpus.py``). Every crawl must exit 0.
 
+Over https (``bench/_realsites_tls.py``) the same sites are served by the same nginx with a
+certificate of the benchmark's own authority, on several listeners (connections kept or closed
+after each answer, TLS sessions resumable or not): ``vanilla`` and ``webcrawl`` (verifying through
+that authority) crawl each, and nginx's log tells how many connections each opened and how many of
+their handshakes resumed a session. The https figures have a section of their own.
+
 ``./run bench realsites``. Environment: ``BENCH_REALSITES_ROUNDS`` (3),
-``BENCH_REALSITES_SITES`` (python,postgres,rust-std), ``BENCH_REALSITES_LATENCY_MS`` (0.5; 0
-leaves out the runs on Redis over TCP), ``BENCH_REALSITES_WRITE`` (1; 0 leaves
+``BENCH_REALSITES_SITES`` (python,postgres,rust-std), ``BENCH_REALSITES_SCHEMES`` (http,https),
+``BENCH_REALSITES_HTTPS_SERVERS`` (keepalive,close,close-noresume; also keepalive-noresume; the
+https listeners), ``BENCH_REALSITES_LATENCY_MS`` (0.5; 0 leaves out the runs on Redis over TCP,
+which are http only), ``BENCH_REALSITES_WRITE`` (1; 0 leaves
 docs/benchmarks.md alone), ``BENCH_REALSITES_KEEP`` (0; 1 keeps the crawl logs),
 ``BENCH_REALSITES_WEBCRAWL_SETTINGS`` (``NAME=value ...`` added to every webcrawl crawl, for A/B
 runs), ``BENCH_REALSITES_BASELINE_SOURCE`` (another checkout of webcrawl, crawled as ``webcrawl
@@ -27,8 +35,11 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import tempfile
 from pathlib import Path
+
+import scrapy
 
 from bench._latency_proxy_process import ProxyProcess, measure_added_rtt
 from bench._realsites_corpus import CORPORA, Corpus, reachable_files
@@ -36,9 +47,13 @@ from bench._realsites_crawl import (
     CLIENT_HANDLERS, CLIENT_PREFIX, VANILLA, WEBCRAWL, WEBCRAWL_BEFORE, WEBCRAWL_NO_DB, WEBCRAWL_TCP, WEBCRAWL_UNIX, run, site_file,
     site_name,
 )
-from bench._realsites_nginx import Nginx
-from bench._realsites_report import Figures, report
+from bench._realsites_nginx import Listener, Nginx
+from bench._realsites_report import Figures, https_report, report
 from bench._realsites_setup import ensure_installed, package_version
+from bench._realsites_tls import (
+    MAIN, Certificates, connection_counts, listeners, make_certificates, resumption_probe,
+)
+from bench._realsites_tls import method as https_method
 from bench._report import write_section
 from bench._scheduler_process import reproduce
 from bench._scheduler_redis import BenchRedis
@@ -64,9 +79,10 @@ def clients() -> list[str]:
     return names
 
 
-def measure(contender: str, corpus: Corpus, nginx: Nginx, reachable: dict[str, int], folder: Path,
-            tag: str, redis: BenchRedis | None, proxy: ProxyProcess | None) -> Figures:
-    """One crawl of ``corpus`` by ``contender``, and its figures."""
+def measure(contender: str, corpus: Corpus, nginx: Nginx, listener: str, reachable: dict[str, int],
+            folder: Path, tag: str, redis: BenchRedis | None, proxy: ProxyProcess | None,
+            ca: Path | None) -> Figures:
+    """One crawl of ``corpus`` on ``listener`` by ``contender``, and its figures."""
     url = None
     if contender == WEBCRAWL_UNIX and redis is not None:
         url = redis.url
@@ -80,8 +96,11 @@ def measure(contender: str, corpus: Corpus, nginx: Nginx, reachable: dict[str, i
     if proxy is not None:
         proxy.reset()
     offset = len(nginx.read_log(corpus.name))
-    crawl, redis_stopped, embedded_cpu = run(contender, corpus, nginx.base_url(corpus.name), folder,
-                                             tag, concurrency(), url, TIMEOUT)
+    nginx_cpu0 = nginx.cpu_seconds()
+    crawl, redis_stopped, embedded_cpu = run(
+        contender, corpus, nginx.base_url(corpus.name, listener), folder, tag, concurrency(), url,
+        TIMEOUT, folder / f"sites-{slug(listener)}", ca)
+    nginx_cpu = nginx.cpu_seconds() - nginx_cpu0
     log = nginx.read_log(corpus.name)[offset:]
     answered = [e for e in log if e.uri != "/robots.txt"]
     files = {e.file for e in answered if e.status == 200}
@@ -90,8 +109,37 @@ def measure(contender: str, corpus: Corpus, nginx: Nginx, reachable: dict[str, i
         redis_cpu = redis.cpu_seconds() - redis_cpu0
         commands = sum(redis.commands().values())
     writes = proxy.counters()["client_writes"] if proxy is not None and contender == WEBCRAWL_TCP else 0
-    return Figures.of(contender, crawl, answered, files, reachable, redis_cpu, commands, writes,
-                      redis_stopped)
+    figures = Figures.of(contender, crawl, answered, files, reachable, redis_cpu, commands, writes,
+                         redis_stopped)
+    figures.server_cpu = nginx_cpu
+    figures.connections, figures.resumed, figures.protocol = connection_counts(log)
+    figures.logged = len(log)
+    return figures
+
+
+def slug(name: str) -> str:
+    return name.replace(" ", "-")
+
+
+def rotated(items: list[str], r: int) -> list[str]:
+    return items[r % len(items):] + items[:r % len(items)]
+
+
+def contenders_of(listener: Listener, latency: float) -> list[str]:
+    """Every contender over http; over https the two crawlers (and the baseline checkout and the
+    other clients when asked for)."""
+    contenders = [VANILLA, WEBCRAWL]
+    if not listener.tls:
+        contenders += [WEBCRAWL_NO_DB] + ([WEBCRAWL_UNIX, WEBCRAWL_TCP] if latency > 0 else [])
+    if os.environ.get("BENCH_REALSITES_BASELINE_SOURCE"):
+        contenders.append(WEBCRAWL_BEFORE)
+    return contenders + [CLIENT_PREFIX + name for name in clients()]
+
+
+def nginx_version() -> str:
+    binary = shutil.which("nginx") or "/usr/sbin/nginx"
+    out = subprocess.run([binary, "-v"], capture_output=True, text=True, check=False).stderr
+    return out.strip().rpartition("/")[2]
 
 
 def main() -> None:
@@ -101,36 +149,43 @@ def main() -> None:
     corpora = tuple(c for c in CORPORA if c.name in wanted)
     if not corpora:
         raise SystemExit(f"BENCH_REALSITES_SITES names none of {[c.name for c in CORPORA]}")
+    servers = listeners()
+    if "http" not in servers:
+        latency = 0.0  # the runs on Redis over TCP are http ones
     ensure_installed(corpora)
-    contenders = [VANILLA, WEBCRAWL, WEBCRAWL_NO_DB] + ([WEBCRAWL_UNIX, WEBCRAWL_TCP] if latency > 0 else [])
-    if os.environ.get("BENCH_REALSITES_BASELINE_SOURCE"):
-        contenders.append(WEBCRAWL_BEFORE)
-    contenders += [CLIENT_PREFIX + name for name in clients()]
+    contenders = {name: contenders_of(listener, latency) for name, listener in servers.items()}
     folder = Path(tempfile.mkdtemp(prefix="bench-realsites-"))
-    for sub in ("sites", "cwd", "nginx", "redis"):
+    for sub in ("cwd", "nginx", "redis", *(f"sites-{slug(s)}" for s in servers)):
         (folder / sub).mkdir()
+    certificates: Certificates | None = None
+    if any(listener.tls for listener in servers.values()):
+        certificates = make_certificates(folder / "tls", [c.address for c in corpora])
+    ca = certificates.ca if certificates is not None else None
     reachable = {c.name: reachable_files(c.root, c.start, c.prefix) for c in corpora}
     redis = BenchRedis(folder / "redis", tcp=True) if latency > 0 else None
     proxy = ProxyProcess(("127.0.0.1", redis.tcp_port), latency) if redis is not None else None
     rtt = (measure_added_rtt(("127.0.0.1", redis.tcp_port), ("127.0.0.1", proxy.port))
            if redis is not None and proxy is not None else None)
-    runs: dict[str, dict[str, list[Figures]]] = {c.name: {k: [] for k in contenders} for c in corpora}
-    nginx = Nginx(folder / "nginx", {c.name: (c.address, c.root) for c in corpora}).start()
+    runs: dict[str, dict[str, dict[str, list[Figures]]]] = {
+        s: {c.name: {k: [] for k in contenders[s]} for c in corpora} for s in servers}
+    nginx = Nginx(folder / "nginx", {c.name: (c.address, c.root) for c in corpora}, servers,
+                  (certificates.chain, certificates.key) if certificates is not None else None).start()
     try:
-        for corpus in corpora:
-            (folder / "sites" / f"{site_name(corpus)}.toml").write_text(
-                site_file(corpus, nginx.base_url(corpus.name)))
-        nginx_cpu0 = nginx.cpu_seconds()
-        for r in range(rounds):
-            order = contenders[r % len(contenders):] + contenders[:r % len(contenders)]
+        for server in servers:
             for corpus in corpora:
-                for contender in order:
-                    tag = f"{corpus.name}-{r}-{contender.replace(' ', '-')}"
-                    figures = measure(contender, corpus, nginx, reachable[corpus.name], folder,
-                                      tag, redis, proxy)
-                    runs[corpus.name][contender].append(figures)
-                    print(f"round {r + 1}/{rounds} {corpus.name} {figures.line()}", flush=True)
-        nginx_cpu = nginx.cpu_seconds() - nginx_cpu0
+                (folder / f"sites-{slug(server)}" / f"{site_name(corpus)}.toml").write_text(
+                    site_file(corpus, nginx.base_url(corpus.name, server)))
+        probes = {s: resumption_probe(corpora[0].address, nginx.ports[s], ca)
+                  for s, listener in servers.items() if listener.tls and ca is not None}
+        for r in range(rounds):
+            for corpus in corpora:
+                for server in rotated(list(servers), r):
+                    for contender in rotated(contenders[server], r):
+                        tag = f"{corpus.name}-{r}-{slug(server)}-{slug(contender)}"
+                        figures = measure(contender, corpus, nginx, server, reachable[corpus.name],
+                                          folder, tag, redis, proxy, ca if servers[server].tls else None)
+                        runs[server][corpus.name][contender].append(figures)
+                        print(f"round {r + 1}/{rounds} {corpus.name} {server} {figures.line()}", flush=True)
     finally:
         nginx.stop()
         if proxy is not None:
@@ -141,13 +196,25 @@ def main() -> None:
             shutil.rmtree(folder, ignore_errors=True)
         else:
             print(f"crawl logs kept in {folder}")
-    pages = sum(f.pages for site in runs.values() for fs in site.values() for f in fs)
-    body = report(corpora, reachable, runs, rounds, concurrency(), latency, rtt,
-                  nginx_cpu / max(pages, 1), {c.package: package_version(c.package) for c in corpora})
-    print(body)
-    if os.environ.get("BENCH_REALSITES_WRITE", "1") == "1":
-        write_section("realsites", "Real sites: whole crawls of documentation served by nginx",
-                      reproduce("realsites"), body)
+    write = os.environ.get("BENCH_REALSITES_WRITE", "1") == "1"
+    versions = {c.package: package_version(c.package) for c in corpora}
+    if "http" in runs:
+        http = [f for site in runs["http"].values() for fs in site.values() for f in fs]
+        nginx_cpu_per_page = sum(f.server_cpu for f in http) / max(sum(f.pages for f in http), 1)
+        body = report(corpora, reachable, runs["http"], rounds, concurrency(), latency, rtt,
+                      nginx_cpu_per_page, versions)
+        print(body)
+        if write:
+            write_section("realsites", "Real sites: whole crawls of documentation served by nginx",
+                          reproduce("realsites"), body)
+    if MAIN in runs:
+        method = https_method(rounds, servers, contenders[MAIN], concurrency(), nginx_version(),
+                              scrapy.__version__)
+        body = https_report(corpora, runs, MAIN, probes, method)
+        print(body)
+        if write:
+            write_section("realsites-https", "Real sites over HTTPS: the same crawls with TLS",
+                          reproduce("realsites"), body)
 
 
 if __name__ == "__main__":

@@ -40,4 +40,7 @@ def test_nginx_logs_the_file_behind_each_url(tmp_path: Path) -> None:
         ("/", 200, "index.html"), ("/sub", 301, "sub"), ("/sub/", 200, "sub/index.html"),
         ("/missing.html", 404, "missing.html")]
     assert log[0].bytes == len("<h1>home</h1>")
+    assert len({e.connection for e in log}) == 1  # one kept connection
+    assert [e.connection_requests for e in log] == [1, 2, 3, 4]
+    assert [(e.resumed, e.protocol) for e in log] == [(False, "")] * 4  # plain http
     assert not (tmp_path / "nginx" / "nginx.pid").exists()  # stopped
