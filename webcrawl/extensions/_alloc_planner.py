@@ -53,6 +53,10 @@ class Planner:
         self.policy = policy
         self.continuous = continuous
         self.seeds = seeds
+        #: when this process's run began: a one-run cycle pulls forward only the revisits of pages
+        #: fetched before it (a page this run fetched, while the plan ran beside the downloads,
+        #: is not due again in the same run)
+        self.run_started = runtime.clock.time()
         self.table = PageTable(runtime.pages, runtime.layout)
         self.lock = TokenLock(runtime.client, runtime.layout.key("alloc:lock"))
         self.ttl = max(3 * terms.period, 10.0)
@@ -189,7 +193,8 @@ class Planner:
         span = self.terms.cycle_seconds
         iv = rows["iv"]
         due = rows["last_fetched"] + iv
-        window = (iv > 0) & (rows["due"] != -1) & (due > now) & (due <= now + span)
+        window = ((iv > 0) & (rows["due"] != -1) & (due > now) & (due <= now + span)
+                  & (rows["last_fetched"] < self.run_started))
         for k, row in enumerate(np.flatnonzero(window), 1):
             at = now - (now + span - float(due[row])) / 1000.0
             self.batch.land(table.hosts[table.host[row]], interval_op(
