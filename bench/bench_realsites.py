@@ -26,7 +26,9 @@ which are http only), ``BENCH_REALSITES_WRITE`` (1; 0 leaves
 docs/benchmarks.md alone), ``BENCH_REALSITES_KEEP`` (0; 1 keeps the crawl logs),
 ``BENCH_REALSITES_WEBCRAWL_SETTINGS`` (``NAME=value ...`` added to every webcrawl crawl, for A/B
 runs), ``BENCH_REALSITES_BASELINE_SOURCE`` (another checkout of webcrawl, crawled as ``webcrawl
-before``: e.g. ``git worktree add /tmp/before <commit>``), ``BENCH_REALSITES_CLIENTS`` (download
+before``: e.g. ``git worktree add /tmp/before <commit>``; it runs in this checkout's
+environment, whose ``scrapy list`` entry point names ``webcrawl/commands/list.py``: a checkout
+from before that module needs a copy of it), ``BENCH_REALSITES_CLIENTS`` (download
 handlers crawled as ``webcrawl <client>`` besides webcrawl's own: ``aiohttp``, ``curl-cffi``,
 ``pyreqwest``, ``twisted``; docs/http.md).
 """
