@@ -167,11 +167,14 @@ def test_demo_keeps_every_cycle_and_numbers_them_as_the_report(tmp_path: Path) -
     assert not (tmp_path / ".webcrawl").exists(), "WEBCRAWL_DATA_DIR was not respected"
     assert not EmbeddedRedis(data)._alive(), "the demo left its redis-server running"
 
-    # The two revisit cycles of the first run see every kind of event, each true of the shop,
-    # and their lines count them.
+    # The two revisit cycles of the first run see every kind of event but the returns (a dead
+    # product comes back 12-18 s after its death, near the first run's end: on a loaded machine
+    # its probe falls in the next run's cycle, checked below), each true of the shop, and their
+    # lines count them.
     later = [kept_cycle(folder / "cycles" / str(n)) for n in (2, 3)]
     events = [c for k in later for c in k[1]]
-    assert set(Counter(c["kind"] for c in events)) == set(KINDS), Counter(c["kind"] for c in events)
+    assert set(Counter(c["kind"] for c in events)) >= set(KINDS) - {"restored"}, \
+        Counter(c["kind"] for c in events)
     check_lifecycle_events(events, site)
     for n, (_, cycle_events, _, _) in zip((2, 3), later):
         counts = Counter(c["kind"] for c in cycle_events)
@@ -205,6 +208,7 @@ def test_demo_keeps_every_cycle_and_numbers_them_as_the_report(tmp_path: Path) -
     every = [json.loads(line) for line in (folder / "changes.jsonl").read_text().splitlines()]
     assert every == [c for k in kept for c in k[1]]
     assert sum(1 for k in kept[1:] for c in k[1] if c["kind"] == "changed") > 0
+    assert any(c["kind"] == "restored" for k in kept[1:] for c in k[1]), "no product seen back"
     assert not EmbeddedRedis(data)._alive(), "the demo left its redis-server running"
 
 
