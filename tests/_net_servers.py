@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import http.server
+import os
+import signal
 import socket
 import ssl
 import subprocess
@@ -191,7 +193,7 @@ def forward_proxy(folder: Path) -> Iterator[int]:
         [sys.executable, "-m", "proxy", "--hostname", "127.0.0.1", "--port", "0",
          "--port-file", str(port_file), "--num-acceptors", "1", "--threaded",
          "--log-level", "WARNING"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         deadline = time.monotonic() + 30
         while not (port_file.exists() and port_file.read_text().strip()):
@@ -209,5 +211,6 @@ def forward_proxy(folder: Path) -> Iterator[int]:
                 time.sleep(0.02)
         yield port
     finally:
-        process.kill()
+        # its acceptors are processes of their own: the whole group goes
+        os.killpg(process.pid, signal.SIGKILL)
         process.wait()
