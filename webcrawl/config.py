@@ -68,6 +68,21 @@ DEFAULT_PRIOR = GammaPrior.from_mean(1 / DEFAULTS["WEBCRAWL_PRIOR_CHANGE_SECONDS
                                      DEFAULTS["WEBCRAWL_PRIOR_SHAPE"])
 
 
+def positive_setting(settings: Any, name: str, default: Any) -> float | None:
+    """Setting ``name`` as a number > 0 (``None`` when unset or empty); anything else is a
+    ``ValueError`` naming the setting and its value."""
+    raw = settings.get(name, default)
+    if raw in (None, ""):
+        return None
+    try:
+        value = float(raw)
+    except (TypeError, ValueError):
+        value = float("nan")
+    if not value > 0:
+        raise ValueError(f"{name}={raw!r}: expected a number > 0")
+    return value
+
+
 def _get(settings: BaseSettings, name: str) -> Any:
     return settings.get(name, DEFAULTS[name])
 

@@ -34,7 +34,7 @@ from scrapy import signals
 from scrapy.utils.asyncio import call_later
 
 from webcrawl.change.trust import TrustPolicy
-from webcrawl.config import StateConfig
+from webcrawl.config import StateConfig, positive_setting
 from webcrawl.parse import Canonicalizer
 from webcrawl.revisit import BillingModel, TrustTracker
 from webcrawl.robots.cache import RobotsCache
@@ -215,14 +215,8 @@ class CrawlRuntime:
     def default_cost(self) -> float:
         """A fetch's cost before any was measured, in the site's unit."""
         if self.billing is BillingModel.BANDWIDTH:
-            raw = self.crawler.settings.get("WEBCRAWL_COST_DEFAULT_BYTES", 50_000.0)
-            try:
-                value = float(raw)
-            except (TypeError, ValueError):
-                value = float("nan")
-            if not value > 0:
-                raise ValueError(f"WEBCRAWL_COST_DEFAULT_BYTES={raw!r}: expected a number > 0")
-            return value
+            value = positive_setting(self.crawler.settings, "WEBCRAWL_COST_DEFAULT_BYTES", 50_000.0)
+            return 50_000.0 if value is None else value
         return 1.0
 
     def continuous(self) -> bool:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from webcrawl.config import configured_prior
+from webcrawl.config import configured_prior, positive_setting
 from webcrawl.extensions._alloc_plan import AllocInput
 from webcrawl.revisit import Objective, TrustTracker
 from webcrawl.state.hosts import DomainHealth
@@ -33,19 +33,6 @@ __all__ = ["OVERDUE_SECONDS", "GainControl", "HostFigures", "PlanSettings", "all
 #: Revisits waiting this long on hosts whose turn came, with the bucket dry, mean more is
 #: planned than the budget pays for.
 OVERDUE_SECONDS = 2.0
-
-
-def _positive(settings: Any, name: str, default: Any) -> float | None:
-    raw = settings.get(name, default)
-    if raw in (None, ""):
-        return None
-    try:
-        value = float(raw)
-    except (TypeError, ValueError):
-        value = float("nan")
-    if not value > 0:
-        raise ValueError(f"{name}={raw!r}: expected a number > 0")
-    return value
 
 
 @dataclass(frozen=True)
@@ -66,12 +53,12 @@ class PlanSettings:
         """``WEBCRAWL_CYCLE_SECONDS``, ``WEBCRAWL_BUDGET_PER_CYCLE`` (else the site file's),
         ``WEBCRAWL_ALLOCATOR_SECONDS`` (a twelfth of the cycle, 2 to 30 s), the site's sitemap
         period, the prior, ``WEBCRAWL_PLANNER_SEED`` and the health penalty's terms."""
-        cycle_seconds = _positive(settings, "WEBCRAWL_CYCLE_SECONDS", None) or site.budget.cycle_seconds
+        cycle_seconds = positive_setting(settings, "WEBCRAWL_CYCLE_SECONDS", None) or site.budget.cycle_seconds
         seed = settings.get("WEBCRAWL_PLANNER_SEED", None)
         return cls(
-            budget=_positive(settings, "WEBCRAWL_BUDGET_PER_CYCLE", None) or site.budget.amount_per_cycle,
+            budget=positive_setting(settings, "WEBCRAWL_BUDGET_PER_CYCLE", None) or site.budget.amount_per_cycle,
             cycle_seconds=cycle_seconds,
-            period=_positive(settings, "WEBCRAWL_ALLOCATOR_SECONDS", None) or min(
+            period=positive_setting(settings, "WEBCRAWL_ALLOCATOR_SECONDS", None) or min(
                 max(cycle_seconds / 12, 2.0), 30.0),
             sitemap_seconds=site.budget.sitemap_seconds or cycle_seconds / 4,
             prior=configured_prior(settings), seed=None if seed in (None, "") else int(seed),
