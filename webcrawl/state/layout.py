@@ -43,9 +43,10 @@ Shard keys (``webcrawl:{<crawl>:<k>}:`` + name):
 
 Crawl-wide keys (``webcrawl:{<crawl>}:`` + name): ``meta`` (hash: shards, layout version, seen
 filter size), ``types`` (hash: page type -> small id), ``cycle`` / ``cycles`` / ``cycle:<id>`` /
-``cycle:<id>:workers`` (the ledger, :mod:`webcrawl.state.ledger`), ``bucket`` (the spend bucket,
-:mod:`webcrawl.state.bucket`), ``planner:lock``, ``alloc`` (hash: what the last allocation
-published: mean cost per page type, shares), ``op:<id>``.
+``cycle:<id>:workers`` / ``cycles:rolled`` (the ledger, and the cycles past its retention rolled
+up, :mod:`webcrawl.state.ledger`), ``bucket`` (the spend bucket, :mod:`webcrawl.state.bucket`),
+``planner:lock`` and ``alloc:lock`` (:mod:`webcrawl.state.lock`), ``alloc`` (hash: what the last
+allocation published: mean cost per page type, shares), ``op:<id>``.
 """
 
 from __future__ import annotations

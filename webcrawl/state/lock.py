@@ -4,7 +4,7 @@ expired and was taken over can neither extend nor delete the new holder's.
 
 The crawl's two locks use it: the planning lock (``planner:lock``, starting or joining a cycle,
 :mod:`webcrawl.state.ledger`) and the allocation lock (``alloc:lock``, the one process that plans
-for the crawl, :mod:`webcrawl.extensions._alloc_run`).
+for the crawl, :mod:`webcrawl.extensions._alloc_planner`).
 """
 
 from __future__ import annotations
